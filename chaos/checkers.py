@@ -1,0 +1,862 @@
+"""The checkers: judge one recorded run offline, from its run store alone (docs/run-store.md).
+
+Every check is a pure function over parsed records (a `Timeline` of history.jsonl) or parsed outputs (oracle.json,
+lineage.json) and a typed target from the spec (chaos.spec.Targets), returning one `Check`. Only the loaders at the
+bottom (`judge_arm`, `judge_run`) read files, and only `judge_run` writes (each arm's result.json); `chaos run` and
+`chaos check RUN_DIR` store what judge_run returns as results.json. Judging the same directory twice gives the same
+JSON: nothing here depends on the clock, the machine or the order a directory is listed in.
+
+Verdicts, worst first: FAILED > UNKNOWN > HANG > NODATA > PASSED; a combined verdict is the worst of its parts
+(`worst`). UNKNOWN is the environment failing (an `error` record): never reported as a job failure, but a FAILED
+check still wins. HANG is a job that made no progress at all after the first fault. NODATA is a check with nothing
+to judge: never PASSED. A run whose run.json says `interrupted` is INTERRUPTED as a whole; its arms keep their own
+verdicts.
+
+Checks (one per target the arm's spec sets):
+
+    progress        batch_id advances within every phase window; stuck from the first fault to the end: HANG
+    recovery        seconds from the last `healed` fault record to the first of `healthy_samples` consecutive
+                    samples with lag < lag_below and progress (batch_id advanced since the previous sample, or
+                    processed_rate > 0); PASSED if <= within
+    max_lag         the largest lag of the inject and recover samples
+    lost            oracle.json: lost sessions (compare) or acknowledged events (coverage); sessions emitted with
+                    wrong fields (compare `wrong`, coverage `wrong_counts`) fail it too
+    duplicated      oracle.json: duplicated sessions / events; output nobody sent (compare `unexpected`, coverage
+                    `unknown`) fails it too
+    state           trend (plateau | growth): least-squares slope of state_rows (state_bytes as secondary
+                    evidence) over the `during` phases after the leading `warmup` fraction, as the relative change
+                    of the fitted line across the window vs `threshold`; bounds max_rows_per_key and max_rows
+    logs            each expected pattern has a `log` record, no forbidden one has
+    lineage         lineage.json: metadata, contiguous offsets/commits, at most one batch in flight, and the state
+                    version the job loads next is loadable in every partition
+    refused_within  every second deployment is refused (or exits non-zero) within the bound of its start
+    probe:<metric>  the spec's steady-state probes: the fraction of measured samples outside [min, max] in the
+                    probe's phases is <= tolerance
+
+An arm with `error` records gets an `environment` check (UNKNOWN). A control arm (naive) gets a `control` check:
+expect=incident needs a signature (a matched expected log line, else state growth, else the job's failure line
+from arm.json), expect=survives says why it survived too.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from .errors import SpecError
+from .history import PHASES, HistoryError, read_history
+from .spec import ExperimentSpec, Logs, Probe, Recovery, StateTarget
+
+# -- verdicts ----------------------------------------------------------------------------------------------------
+VERDICTS = ("FAILED", "UNKNOWN", "HANG", "NODATA", "PASSED")  # worst first
+INTERRUPTED = "INTERRUPTED"  # a whole run cut short; never an arm's or a check's verdict
+_RANK = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
+
+SIGNATURE_CHARS = 120
+MIN_STATE_SAMPLES = 5
+
+
+def worst(verdicts: Iterable[str], default: str = "NODATA") -> str:
+    """The worst verdict (FAILED > UNKNOWN > HANG > NODATA > PASSED); `default` when there is none."""
+    found = list(verdicts)
+    for verdict in found:
+        if verdict not in _RANK:
+            raise ValueError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+    return min(found, key=_RANK.__getitem__) if found else default
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    verdict: str
+    expected: str
+    measured: str
+    message: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "verdict": self.verdict, "expected": self.expected, "measured": self.measured,
+                "message": self.message}
+
+
+# -- the parsed history -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Timeline:
+    """A history's records, indexed for the checks. Build it with `timeline(records)`."""
+
+    samples: tuple[Mapping[str, object], ...]
+    windows: tuple[tuple[str, float, float], ...]  # (phase, start, end) in history seconds, in start order
+    faults: tuple[Mapping[str, object], ...]
+    jobs: tuple[Mapping[str, object], ...]
+    logs: tuple[Mapping[str, object], ...]
+    errors: tuple[Mapping[str, object], ...]
+    end: float  # t of the last record
+
+    def window(self, phase: str) -> tuple[float, float] | None:
+        for name, start, end in self.windows:
+            if name == phase:
+                return start, end
+        return None
+
+    def samples_in(self, phases: Iterable[str]) -> list[Mapping[str, object]]:
+        spans = [w for w in (self.window(p) for p in phases) if w is not None]
+        return [s for s in self.samples if any(start <= _t(s) < end for start, end in spans)]
+
+    def first_injection(self) -> Mapping[str, object] | None:
+        return next((f for f in self.faults if f.get("state") in ("injecting", "injected")), None)
+
+    def last_heal(self) -> Mapping[str, object] | None:
+        healed = [f for f in self.faults if f.get("state") == "healed"]
+        return healed[-1] if healed else None
+
+
+def timeline(records: Sequence[Mapping[str, object]]) -> Timeline:
+    """Index history records (chaos.history.read_history) by type. A phase that started but never ended (an
+    interrupted arm) runs to the last record."""
+    by_type: dict[str, list[Mapping[str, object]]] = {kind: [] for kind in
+                                                      ("sample", "phase", "fault", "job", "log", "error")}
+    for record in records:
+        by_type.setdefault(str(record.get("type")), []).append(record)
+    end = max((_t(r) for r in records), default=0.0)
+    windows = []
+    for name in PHASES:
+        starts = [_t(r) for r in by_type["phase"] if r.get("name") == name and r.get("boundary") == "start"]
+        if not starts:
+            continue
+        ends = [_t(r) for r in by_type["phase"] if r.get("name") == name and r.get("boundary") == "end"
+                and _t(r) >= starts[0]]
+        windows.append((name, starts[0], ends[0] if ends else end))
+    windows.sort(key=lambda w: w[1])
+    return Timeline(samples=tuple(by_type["sample"]), windows=tuple(windows), faults=tuple(by_type["fault"]),
+                    jobs=tuple(by_type["job"]), logs=tuple(by_type["log"]), errors=tuple(by_type["error"]),
+                    end=end)
+
+
+def _t(record: Mapping[str, object]) -> float:
+    return float(record["t"])  # type: ignore[arg-type]
+
+
+def _metric(sample: Mapping[str, object], name: str) -> float | None:
+    value = sample.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value
+
+
+def _g(value: float) -> str:
+    return f"{value:g}"
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.1f}s"
+
+
+def _at(record: Mapping[str, object]) -> str:
+    return f"t={_t(record):.1f}s"
+
+
+# -- progress ----------------------------------------------------------------------------------------------------
+def check_progress(tl: Timeline) -> Check:
+    """batch_id advances within every phase window; if it never advances from the first fault injection to the
+    end of the history, HANG. A window without two measured samples (or one after an earlier measured one) has
+    nothing to judge: NODATA."""
+    expected = "batch_id advances in every phase"
+    if not tl.windows:
+        started_exit = next((j for j in tl.jobs if j.get("event") == "exited"), None)
+        why = (f"; the job exited before it ({started_exit.get('cause') or 'code ' + str(started_exit.get('code'))})"
+               if started_exit is not None else "")
+        return Check("progress", "NODATA", expected, "no phase recorded", f"the history has no phase record{why}")
+    ids = [(_t(s), _metric(s, "batch_id")) for s in tl.samples]
+    ids = [(t, b) for t, b in ids if b is not None]
+
+    fault = tl.first_injection()
+    if fault is not None:
+        t_fault = _t(fault)
+        before = [b for t, b in ids if t < t_fault]
+        after = [b for t, b in ids if t >= t_fault]
+        if after and (before or len(after) >= 2):
+            base = before[-1] if before else after[0]
+            if max(after) <= base:
+                return Check("progress", "HANG", expected, f"stuck at batch {_g(base)} after the first fault",
+                             f"batch_id stayed at {_g(base)} from the first fault injection ({fault.get('name')} on "
+                             f"{fault.get('target')} at {_at(fault)}) to the end of the history (t={tl.end:.1f}s): "
+                             "the job made no progress at all")
+
+    parts, stuck, unmeasured = [], [], []
+    for name, start, end in tl.windows:
+        inside = [b for t, b in ids if start <= t < end]
+        earlier = [b for t, b in ids if t < start]
+        if not inside or (not earlier and len(inside) < 2):
+            parts.append(f"{name}: no data")
+            unmeasured.append(name)
+            continue
+        base = earlier[-1] if earlier else inside[0]
+        if max(inside) > base:
+            parts.append(f"{name}: +{_g(max(inside) - base)}")
+        else:
+            parts.append(f"{name}: stuck at {_g(base)}")
+            stuck.append((name, base, start, end))
+    measured = ", ".join(parts)
+    if stuck:
+        name, base, start, end = stuck[0]
+        return Check("progress", "FAILED", expected, measured,
+                     f"no batch completed during {name} (t={start:.1f}s to {end:.1f}s): batch_id stayed at {_g(base)}")
+    if unmeasured:
+        return Check("progress", "NODATA", expected, measured,
+                     f"no batch_id measured in {', '.join(unmeasured)}: progress there cannot be judged")
+    return Check("progress", "PASSED", expected, measured, "batches completed in every phase")
+
+
+# -- recovery ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RecoveryTime:
+    seconds: float | None  # None: not recovered (or nothing to measure, see verdict)
+    verdict: str  # PASSED/FAILED against the target, or NODATA
+    heal: Mapping[str, object] | None
+    why: str
+
+
+def measure_recovery(tl: Timeline, target: Recovery) -> RecoveryTime:
+    """Seconds (rounded to 0.1) from the last `healed` fault record to the first of `healthy_samples` consecutive
+    healthy samples: lag < lag_below and progress since the previous sample (batch_id advanced, or processed_rate
+    > 0). A sample with lag unmeasured is not healthy."""
+    heal = tl.last_heal()
+    if heal is None:
+        injected = tl.first_injection()
+        why = (f"{injected.get('name')} on {injected.get('target')} was injected but never healed"
+               if injected is not None else "no fault was injected")
+        return RecoveryTime(None, "NODATA", None, f"no healed fault record: {why}")
+    t_heal = _t(heal)
+    after = [i for i, s in enumerate(tl.samples) if _t(s) > t_heal]
+    if not after:
+        return RecoveryTime(None, "NODATA", heal, f"no sample after the last heal ({_at(heal)})")
+    if all(_metric(tl.samples[i], "lag") is None for i in after):
+        return RecoveryTime(None, "NODATA", heal, "lag was not measured after the last heal")
+    run = 0
+    for i in after:
+        sample = tl.samples[i]
+        previous = tl.samples[i - 1] if i > 0 else None
+        if healthy_sample(sample, previous, target.lag_below):
+            run += 1
+            if run == target.healthy_samples:
+                first = tl.samples[i - target.healthy_samples + 1]
+                seconds = round(_t(first) - t_heal, 1)
+                verdict = "PASSED" if seconds <= target.within else "FAILED"
+                return RecoveryTime(seconds, verdict, heal,
+                                    f"lag below {_g(target.lag_below)} with progress for {target.healthy_samples} "
+                                    f"samples from {seconds:.1f} s after the last heal ({heal.get('name')} on "
+                                    f"{heal.get('target')} at {_at(heal)})")
+        else:
+            run = 0
+    last_lag = next((_metric(tl.samples[i], "lag") for i in reversed(after)
+                     if _metric(tl.samples[i], "lag") is not None), None)
+    return RecoveryTime(None, "FAILED", heal,
+                        f"never {target.healthy_samples} healthy samples in a row (lag below "
+                        f"{_g(target.lag_below)} with progress) in the {tl.end - t_heal:.1f} s after the last heal "
+                        f"({heal.get('name')} on {heal.get('target')} at {_at(heal)}); last lag {last_lag}")
+
+
+def healthy_sample(sample: Mapping[str, object], previous: Mapping[str, object] | None, lag_below: float) -> bool:
+    """Lag under the bound and progress (the batch id advanced, or rows were processed): one healthy sample."""
+    lag = _metric(sample, "lag")
+    if lag is None or lag >= lag_below:
+        return False
+    batch, before = _metric(sample, "batch_id"), _metric(previous, "batch_id") if previous is not None else None
+    advanced = batch is not None and before is not None and batch > before
+    return advanced or (_metric(sample, "processed_rate") or 0) > 0
+
+
+def check_recovery(tl: Timeline, target: Recovery) -> Check:
+    result = measure_recovery(tl, target)
+    measured = (_s(result.seconds) if result.seconds is not None
+                else "not recovered" if result.verdict == "FAILED" else "no data")
+    return Check("recovery", result.verdict, f"<= {_g(target.within)}s", measured, result.why)
+
+
+# -- lag ---------------------------------------------------------------------------------------------------------
+def check_max_lag(tl: Timeline, limit: int) -> Check:
+    lags = [(lag, s) for s in tl.samples_in(("inject", "recover")) if (lag := _metric(s, "lag")) is not None]
+    expected = f"<= {limit}"
+    if not lags:
+        return Check("max_lag", "NODATA", expected, "no data", "no lag measured in the inject and recover phases")
+    top, sample = max(lags, key=lambda item: item[0])
+    verdict = "PASSED" if top <= limit else "FAILED"
+    return Check("max_lag", verdict, expected, _g(top),
+                 f"largest lag of {len(lags)} inject+recover samples: {_g(top)} records at {_at(sample)}")
+
+
+# -- the oracle --------------------------------------------------------------------------------------------------
+def _count(oracle: Mapping[str, object], key: str) -> int | None:
+    value = oracle.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _oracle_kind(oracle: Mapping[str, object]) -> str:
+    """compare (event-time profiles: sessions) or coverage (processing time: acknowledged events)."""
+    return "coverage" if "acked" in oracle or "wrong_counts" in oracle else "compare"
+
+
+def check_lost(oracle: Mapping[str, object] | None, limit: int, missing: str = "no oracle.json") -> Check:
+    return _oracle_check("lost", oracle, limit, missing)
+
+
+def check_duplicated(oracle: Mapping[str, object] | None, limit: int, missing: str = "no oracle.json") -> Check:
+    return _oracle_check("duplicated", oracle, limit, missing)
+
+
+# The oracle's other findings, and the check they fail: output with wrong fields means events of it were lost
+# (or counted twice into it); output nobody sent is extra, like a duplicate.
+_EXTRA = {("lost", "compare"): (("wrong", "emitted with wrong fields"),),
+          ("lost", "coverage"): (("wrong_counts", "with a count that does not match the ledger"),),
+          ("duplicated", "compare"): (("unexpected", "emitted that no event made"),),
+          ("duplicated", "coverage"): (("unknown", "events covered that the ledger never acknowledged"),)}
+
+
+def _oracle_check(name: str, oracle: Mapping[str, object] | None, limit: int, missing: str) -> Check:
+    expected = f"<= {limit}"
+    if oracle is None:
+        return Check(name, "NODATA", expected, "no data", f"{missing}: the job's output was not judged")
+    value = _count(oracle, name)
+    if value is None:
+        return Check(name, "NODATA", expected, "no data", f"oracle.json has no {name} count")
+    kind = _oracle_kind(oracle)
+    unit = "sessions" if kind == "compare" else "acknowledged events"
+    extras = [(n, key, what) for key, what in _EXTRA[(name, kind)] if (n := _count(oracle, key))]
+    measured = _g(value) + "".join(f" (+{n} {key})" for n, key, _ in extras)
+    drained = "" if oracle.get("drained") is not False else "; the drain did not finish (sessions still open count " \
+                                                          "as lost)"
+    if value > limit:
+        return Check(name, "FAILED", expected, measured, f"{value} {unit} {name} (oracle.json){drained}")
+    if extras:
+        said = ", ".join(f"{n} {what}" if key == "unknown" else f"{n} sessions {what}" for n, key, what in extras)
+        return Check(name, "FAILED", expected, measured, f"{value} {unit} {name}, but {said} (oracle.json)")
+    return Check(name, "PASSED", expected, measured, f"{value} {unit} {name} (oracle.json){drained}")
+
+
+# -- state -------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Trend:
+    series: str  # rows | bytes
+    samples: int
+    slope: float  # per second
+    relative: float  # change of the fitted line across the window, relative to its start
+    start: float  # fitted value at the first sample
+    end: float
+
+
+def fit_trend(points: Sequence[tuple[float, float]], series: str) -> Trend | None:
+    """Least-squares line through (t, value); None with fewer than MIN_STATE_SAMPLES points. The relative change
+    is (fit(last t) - fit(first t)) / fit(first t), the start guarded from ~0 by a tenth of the mean (and 1)."""
+    if len(points) < MIN_STATE_SAMPLES:
+        return None
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    sxx = sum((t - mean_t) ** 2 for t, _ in points)
+    slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / sxx if sxx > 0 else 0.0
+    start = mean_v + slope * (points[0][0] - mean_t)
+    end = mean_v + slope * (points[-1][0] - mean_t)
+    base = max(start, 0.1 * abs(mean_v), 1.0)
+    return Trend(series, n, slope, (end - start) / base, start, end)
+
+
+def _after_warmup(tl: Timeline, during: Sequence[str], warmup: float) -> list[Mapping[str, object]]:
+    """Samples of the `during` windows, without the leading `warmup` fraction of their total time."""
+    spans = sorted(w for w in (tl.window(p) for p in during) if w is not None)
+    skip = warmup * sum(end - start for start, end in spans)
+    kept = []
+    for start, end in spans:
+        cut = start + min(skip, end - start)
+        skip -= cut - start
+        kept += [s for s in tl.samples if cut <= _t(s) < end]
+    return kept
+
+
+def _describe(trend: Trend, during: Sequence[str]) -> str:
+    unit = "" if trend.series == "rows" else " B"
+    return f"state {trend.series} grow {trend.slope:+.1f}{unit}/s ({trend.relative:+.0%} over {'+'.join(during)})"
+
+
+def state_trends(tl: Timeline, target: StateTarget) -> tuple[Trend | None, Trend | None]:
+    """(rows, bytes) trends over the target's window after warmup."""
+    kept = _after_warmup(tl, target.during, target.warmup)
+    rows = [(_t(s), v) for s in kept if (v := _metric(s, "state_rows")) is not None]
+    size = [(_t(s), v) for s in kept if (v := _metric(s, "state_bytes")) is not None]
+    return fit_trend(rows, "rows"), fit_trend(size, "bytes")
+
+
+def growth_signature(tl: Timeline, target: StateTarget) -> str | None:
+    """What shows a leak: the first of rows/bytes whose fitted line grows by more than the threshold."""
+    for trend in state_trends(tl, target):
+        if trend is not None and trend.relative > target.threshold:
+            return _describe(trend, target.during)
+    return None
+
+
+def check_state(tl: Timeline, target: StateTarget, live_keys: int | None) -> Check:
+    during = "+".join(target.during)
+    expected_parts = []
+    if target.trend:
+        expected_parts.append(f"{target.trend} (fitted change {'<=' if target.trend == 'plateau' else '>'} "
+                              f"{target.threshold:.0%} over {during} after {target.warmup:.0%} warm-up)")
+    if target.max_rows_per_key is not None:
+        expected_parts.append(f"<= {_g(target.max_rows_per_key)} rows/key")
+    if target.max_rows is not None:
+        expected_parts.append(f"<= {target.max_rows} rows")
+    expected = "; ".join(expected_parts)
+
+    verdicts, measured, messages = [], [], []
+    if target.trend:
+        rows, size = state_trends(tl, target)
+        if rows is None and size is None:
+            verdicts.append("NODATA")
+            measured.append("trend: no data")
+            messages.append(f"fewer than {MIN_STATE_SAMPLES} samples with state in {during} after warm-up")
+        else:
+            fits = [f for f in (rows, size) if f is not None]
+            measured.append(", ".join(f"{f.series} {f.slope:+.1f}/s ({f.relative:+.0%})" for f in fits))
+            if target.trend == "growth":
+                grown = next((f for f in fits if f.relative > target.threshold), None)
+                verdicts.append("PASSED" if grown else "FAILED")
+                messages.append(_describe(grown, target.during) if grown else
+                                f"state did not grow: {', '.join(_describe(f, target.during) for f in fits)}"
+                                .replace(" grow ", " change "))
+            else:
+                primary = fits[0]  # rows; bytes only when rows were not measured
+                flat = primary.relative <= target.threshold
+                verdicts.append("PASSED" if flat else "FAILED")
+                note = (f" (bytes {size.relative:+.0%}: secondary, not judged)" if primary is rows and size
+                        is not None else "")
+                messages.append(("state plateaus: " if flat else "state grows: ")
+                                + _describe(primary, target.during).replace(" grow ", " change ") + note)
+    if target.max_rows is not None or target.max_rows_per_key is not None:
+        values = [v for s in tl.samples_in(target.during) if (v := _metric(s, "state_rows")) is not None]
+        if len(values) < MIN_STATE_SAMPLES:
+            verdicts.append("NODATA")
+            measured.append("rows: no data")
+            messages.append(f"fewer than {MIN_STATE_SAMPLES} samples with state_rows in {during}")
+        else:
+            top = max(values)
+            measured.append(f"max {_g(top)} rows")
+            if target.max_rows is not None:
+                ok = top <= target.max_rows
+                verdicts.append("PASSED" if ok else "FAILED")
+                messages.append(f"max state rows {_g(top)} {'<=' if ok else '>'} {target.max_rows}")
+            if target.max_rows_per_key is not None:
+                if not live_keys:
+                    verdicts.append("NODATA")
+                    messages.append("the workload has no live key count to divide by")
+                else:
+                    per_key = top / live_keys
+                    ok = per_key <= target.max_rows_per_key
+                    verdicts.append("PASSED" if ok else "FAILED")
+                    measured[-1] += f" ({per_key:.2f}/key)"
+                    messages.append(f"{per_key:.2f} rows per live key ({live_keys}) "
+                                    f"{'<=' if ok else '>'} {_g(target.max_rows_per_key)}")
+    return Check("state", worst(verdicts), expected, "; ".join(measured), "; ".join(messages))
+
+
+# -- logs --------------------------------------------------------------------------------------------------------
+def check_logs(tl: Timeline, target: Logs) -> Check:
+    expected = "; ".join([f"expected: {' , '.join(target.expected)}"] * bool(target.expected)
+                         + [f"forbidden: {' , '.join(target.forbidden)}"] * bool(target.forbidden))
+    counts = {pattern: match_count(tl.logs, pattern) for pattern in (*target.expected, *target.forbidden)}
+    missing = [p for p in target.expected if counts[p] < target.min_matches]
+    present = [p for p in target.forbidden if counts[p]]
+    measured = "; ".join(
+        [f"expected matched {len(target.expected) - len(missing)}/{len(target.expected)} "
+         f"({sum(counts[p] for p in target.expected)} lines)"] * bool(target.expected)
+        + [f"forbidden matched {len(present)}/{len(target.forbidden)}"] * bool(target.forbidden))
+    if present:
+        first = next(r for r in tl.logs if r.get("signature") in present)
+        return Check("logs", "FAILED", expected, measured,
+                     f"forbidden {first.get('signature')!r} matched {first.get('source')}:{first.get('line')}: "
+                     f"{_trim(str(first.get('text', '')), str(first.get('signature')))}")
+    if not tl.logs and not any(j.get("event") == "started" for j in tl.jobs):
+        return Check("logs", "NODATA", expected, "no data", "no job log was watched: the job never started")
+    if missing:
+        if counts[missing[0]]:
+            return Check("logs", "FAILED", expected, measured, f"expected {missing[0]!r} matched {counts[missing[0]]} "
+                         f"line(s), fewer than {target.min_matches}")
+        return Check("logs", "FAILED", expected, measured, f"no log line matched expected {missing[0]!r}")
+    return Check("logs", "PASSED", expected, measured,
+                 "every expected signature matched" + (" and no forbidden one" if target.forbidden else "")
+                 if target.expected else "no forbidden signature matched")
+
+
+def match_count(logs: Sequence[Mapping[str, object]], pattern: str) -> int:
+    """Lines that matched `pattern`, over every source: each record's `count` is its source's running total (the
+    first matches are recorded one by one, later ones as tallies); records without one count one line each."""
+    per_source: dict[str, int] = {}
+    for record in logs:
+        if record.get("signature") != pattern:
+            continue
+        source = str(record.get("source"))
+        count = record.get("count")
+        running = count if isinstance(count, int) and not isinstance(count, bool) else per_source.get(source, 0) + 1
+        per_source[source] = max(per_source.get(source, 0), running)
+    return sum(per_source.values())
+
+
+def _trim(text: str, pattern: str | None = None, limit: int = SIGNATURE_CHARS) -> str:
+    """One line of at most ~limit characters; a long one is cut around the pattern's match."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    start, keep = 0, 0
+    if pattern:
+        try:
+            match = re.search(pattern, text)
+        except re.error:
+            match = None
+        if match:
+            start = max(0, min(match.start() - limit // 4, len(text) - limit))
+            keep = match.start()
+    if start > 0:  # begin at a word, unless that would cut into the match
+        space = text.find(" ", start, keep)
+        start = space + 1 if space >= 0 else start
+    end = min(len(text), start + limit)
+    if end < len(text):
+        space = text.rfind(" ", start + limit // 2, end + 1)
+        end = space if space > 0 else end
+    return ("…" if start > 0 else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+# -- lineage -----------------------------------------------------------------------------------------------------
+def _contiguous(ids: Sequence[int]) -> bool:
+    return not ids or list(ids) == list(range(min(ids), max(ids) + 1))
+
+
+def _loadable(version: int, snapshots: set[int], changelogs: set[int]) -> bool:
+    if version in snapshots:
+        return True
+    bases = [s for s in snapshots if s <= version]
+    if bases:
+        return any(all(v in changelogs for v in range(s + 1, version + 1)) for s in bases)
+    return not snapshots and all(v in changelogs for v in range(1, version + 1))
+
+
+def check_lineage(lineage: Mapping[str, object] | None, missing: str = "no lineage.json") -> Check:
+    """The checkpoint a restart would use: metadata; commits ⊆ offsets; both contiguous; at most one batch in
+    flight; in every state partition, version max(commits) + 1 loadable (a snapshot at it, or a snapshot at or
+    below it with a changelog for every later version up to it, or changelogs from 1 when there is no snapshot)."""
+    expected = "metadata, contiguous offsets/commits, <= 1 batch in flight, next state version loadable"
+    if lineage is None:
+        return Check("lineage", "NODATA", expected, "no data", f"{missing}: the checkpoint was not listed")
+
+    def ids(key: str) -> list[int]:
+        value = lineage.get(key) or []
+        return sorted(int(v) for v in value) if isinstance(value, list) else []
+
+    offsets, commits = ids("offsets"), ids("commits")
+    state = lineage.get("state") if isinstance(lineage.get("state"), Mapping) else {}
+    measured = (f"offsets {_span(offsets)}, commits {_span(commits)}, {len(state)} state partitions"
+                + (f", {len(lineage['rollbacks'])} rollbacks" if isinstance(lineage.get("rollbacks"), list)
+                   and lineage["rollbacks"] else ""))
+
+    def broken(rule: str) -> Check:
+        return Check("lineage", "FAILED", expected, measured, rule)
+
+    if not lineage.get("metadata"):
+        return broken("metadata: the checkpoint has no metadata file")
+    if not offsets and not commits:
+        return Check("lineage", "NODATA", expected, measured, "the checkpoint holds no batch: nothing to judge")
+    stray = sorted(set(commits) - set(offsets))
+    if stray:
+        return broken(f"commits ⊆ offsets: commit {stray[0]} has no offset file")
+    if not _contiguous(offsets):
+        return broken(f"offsets contiguous: gap after batch {_first_gap(offsets)}")
+    if not _contiguous(commits):
+        return broken(f"commits contiguous: gap after batch {_first_gap(commits)}")
+    last_commit = commits[-1] if commits else -1
+    in_flight = offsets[-1] - last_commit
+    if in_flight not in (0, 1):
+        return broken(f"at most one batch in flight: offsets end at {offsets[-1]}, commits at {last_commit}")
+    if commits:
+        version = last_commit + 1
+        if not state:
+            return broken(f"state version {version} loadable: the checkpoint has no state partition")
+        for name in sorted(state):
+            partition = state[name] if isinstance(state[name], Mapping) else {}
+            snapshots = {int(v) for v in partition.get("snapshots") or []}
+            changelogs = {int(v) for v in partition.get("changelogs") or []}
+            if not _loadable(version, snapshots, changelogs):
+                return broken(f"state version {version} loadable: partition {name} has snapshots "
+                              f"{_span(sorted(snapshots))} and changelogs {_span(sorted(changelogs))}")
+    return Check("lineage", "PASSED", expected, measured,
+                 f"next state version {last_commit + 1} loadable in every partition" if commits
+                 else "no batch committed yet; one in flight")
+
+
+def _span(ids: Sequence[int]) -> str:
+    if not ids:
+        return "none"
+    return f"{ids[0]}..{ids[-1]}" if _contiguous(ids) and len(ids) > 1 else ",".join(map(str, ids[-6:]))
+
+
+def _first_gap(ids: Sequence[int]) -> int:
+    return next(a for a, b in zip(ids, ids[1:]) if b != a + 1)
+
+
+# -- a second deployment -----------------------------------------------------------------------------------------
+SECOND = "second-deployment"
+
+
+def check_refused(tl: Timeline, within: float) -> Check:
+    """Every `started` second deployment ends with `refused`, or `exited` non-zero, within `within` seconds."""
+    expected = f"refused within {_g(within)}s"
+    events = [j for j in tl.jobs if j.get("process") == SECOND]
+    starts = [i for i, j in enumerate(events) if j.get("event") == "started"]
+    if not starts:
+        return Check("refused_within", "NODATA", expected, "no data", "no second deployment started")
+    outcomes, failures = [], []
+    for n, i in enumerate(starts):
+        start = events[i]
+        stop = starts[n + 1] if n + 1 < len(starts) else len(events)
+        end = next((j for j in events[i + 1:stop] if j.get("event") in ("refused", "exited")), None)
+        if end is None:
+            outcomes.append("not refused")
+            failures.append(f"the second deployment started at {_at(start)} was never refused")
+            continue
+        delay = _t(end) - _t(start)
+        code = end.get("code")
+        refused = end.get("event") == "refused" or (code not in (0, None))
+        if not refused:
+            outcomes.append(f"exited {code} after {_s(delay)}")
+            failures.append(f"the second deployment started at {_at(start)} exited with code {code} after "
+                            f"{_s(delay)}: it ran, it was not refused")
+        else:
+            outcomes.append(_s(delay))
+            if delay > within:
+                failures.append(f"the second deployment started at {_at(start)} was refused only after "
+                                f"{_s(delay)}")
+    measured = ", ".join(outcomes)
+    if failures:
+        return Check("refused_within", "FAILED", expected, measured, failures[0])
+    return Check("refused_within", "PASSED", expected, measured,
+                 f"{len(starts)} second deployment(s) refused within {_s(within)}")
+
+
+# -- probes ------------------------------------------------------------------------------------------------------
+def check_probe(tl: Timeline, probe: Probe, name: str | None = None) -> Check:
+    name = name or f"probe:{probe.metric}"
+    bounds = (f"[{_g(probe.minimum) if probe.minimum is not None else '-inf'}, "
+              f"{_g(probe.maximum) if probe.maximum is not None else 'inf'}]")
+    phases = "+".join(probe.phases)
+    expected = f"{probe.metric} in {bounds} in {phases}, <= {probe.tolerance:.0%} outside"
+    values = [(v, s) for s in tl.samples_in(probe.phases) if (v := _metric(s, probe.metric)) is not None]
+    if not values:
+        return Check(name, "NODATA", expected, "no data", f"{probe.metric} was not measured in {phases}")
+    outside = [(v, s) for v, s in values if (probe.minimum is not None and v < probe.minimum)
+               or (probe.maximum is not None and v > probe.maximum)]
+    fraction = len(outside) / len(values)
+    verdict = "PASSED" if fraction <= probe.tolerance + 1e-12 else "FAILED"
+    message = f"{len(outside)} of {len(values)} measured {phases} samples outside {bounds}"
+    if outside:
+        message += f"; first {_g(outside[0][0])} at {_at(outside[0][1])}"
+    return Check(name, verdict, expected, f"{len(outside)}/{len(values)} outside ({fraction:.0%})", message)
+
+
+# -- environment -------------------------------------------------------------------------------------------------
+def check_environment(tl: Timeline) -> Check | None:
+    if not tl.errors:
+        return None
+    first = tl.errors[0]
+    more = f" (and {len(tl.errors) - 1} more)" if len(tl.errors) > 1 else ""
+    return Check("environment", "UNKNOWN", "no environment error", f"{len(tl.errors)} error record(s)",
+                 f"the environment failed at {_at(first)}: {first.get('message')}{more}")
+
+
+# -- one arm -----------------------------------------------------------------------------------------------------
+def judge_records(records: Sequence[Mapping[str, object]], spec: ExperimentSpec, profile: str,
+                  oracle: Mapping[str, object] | None = None, lineage: Mapping[str, object] | None = None,
+                  summary: Mapping[str, object] | None = None, missing: Mapping[str, str] | None = None) -> dict:
+    """An arm's result (the shape of result.json) from its parsed files. `missing` says why oracle/lineage are
+    None (keys "oracle", "lineage"), for the checks' messages."""
+    arm = spec.arm(profile)
+    targets = arm.targets
+    missing = missing or {}
+    tl = timeline(records)
+    checks: list[Check] = []
+    environment = check_environment(tl)
+    if environment is not None:
+        checks.append(environment)
+    if targets.progress:
+        checks.append(check_progress(tl))
+    recovery = None
+    if targets.recovery is not None:
+        recovery = measure_recovery(tl, targets.recovery)
+        checks.append(check_recovery(tl, targets.recovery))
+    if targets.max_lag is not None:
+        checks.append(check_max_lag(tl, targets.max_lag))
+    if targets.lost is not None:
+        checks.append(check_lost(oracle, targets.lost, missing.get("oracle", "no oracle.json")))
+    if targets.duplicated is not None:
+        checks.append(check_duplicated(oracle, targets.duplicated, missing.get("oracle", "no oracle.json")))
+    if targets.state is not None:
+        checks.append(check_state(tl, targets.state, spec.workload.live_keys))
+    if targets.logs is not None:
+        checks.append(check_logs(tl, targets.logs))
+    if targets.lineage:
+        checks.append(check_lineage(lineage, missing.get("lineage", "no lineage.json")))
+    if targets.refused_within is not None:
+        checks.append(check_refused(tl, targets.refused_within))
+    names = [f"probe:{p.metric}" for p in targets.probes]
+    for i, probe in enumerate(targets.probes):
+        name = names[i] if names.count(names[i]) == 1 else f"{names[i]}#{names[:i + 1].count(names[i])}"
+        checks.append(check_probe(tl, probe, name))
+
+    signature = None
+    if arm.role == "control":
+        others = worst((c.verdict for c in checks), default="PASSED")
+        if arm.expect == "survives":
+            failed = [c.name for c in checks if c.verdict == "FAILED"]
+            checks.append(Check("control", "FAILED" if failed else "PASSED", "survives", "did not survive"
+                                if failed else "survived",
+                                f"the control was expected to survive ({arm.note}) but failed {', '.join(failed)}"
+                                if failed else f"control survived too: {arm.note}"))
+        else:
+            signature = control_signature(tl, targets, summary)
+            if signature is not None:
+                checks.append(Check("control", "PASSED", "reproduces the incident", "reproduced",
+                                    f"control reproduced the incident: {signature}"))
+            elif others == "PASSED":
+                checks.append(Check("control", "FAILED", "reproduces the incident", "no signature",
+                                    "control did not reproduce the incident: no expected log line matched, state did "
+                                    "not grow and the job did not fail"))
+
+    def count(key: str) -> int | None:
+        return _count(oracle, key) if oracle is not None else None
+
+    return {"profile": profile, "verdict": worst(c.verdict for c in checks), "role": arm.role,
+            "recovery_s": recovery.seconds if recovery is not None else None,
+            "lost": count("lost"), "duplicated": count("duplicated"), "signature": signature,
+            "checks": [c.to_dict() for c in checks]}
+
+
+def control_signature(tl: Timeline, targets, summary: Mapping[str, object] | None) -> str | None:
+    """What shows the incident in a control arm: the first log line matching an expected pattern, else the state's
+    growth, else the job's failure line (arm.json job_error)."""
+    if targets.logs is not None and targets.logs.expected:
+        first = next((r for r in tl.logs if r.get("signature") in targets.logs.expected), None)
+        if first is not None:
+            line = _trim(str(first.get("text") or ""), str(first.get("signature"))) or str(first.get("signature"))
+            if targets.logs.min_matches > 1:  # a loop: how often it repeated is the evidence
+                return f"{match_count(tl.logs, str(first.get('signature')))} lines like {line}"
+            return line
+    if targets.state is not None:
+        growth = growth_signature(tl, targets.state)
+        if growth is not None:
+            return growth
+    error = (summary or {}).get("job_error")
+    if isinstance(error, str) and error.strip():
+        return _trim(error)
+    return None
+
+
+# -- loaders (the only I/O) --------------------------------------------------------------------------------------
+def _read_json(path: Path) -> tuple[object | None, str]:
+    """(value, why it is None)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), ""
+    except FileNotFoundError:
+        return None, f"no {path.name}"
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return None, f"{path.name} unreadable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+
+
+def _unknown_arm(profile: str, role: str, name: str, message: str) -> dict:
+    return {"profile": profile, "verdict": "UNKNOWN", "role": role, "recovery_s": None, "lost": None,
+            "duplicated": None, "signature": None,
+            "checks": [Check(name, "UNKNOWN", "a readable record of the arm", "unreadable", message).to_dict()]}
+
+
+def judge_arm(arm_dir: str | Path, spec: ExperimentSpec, profile: str) -> dict:
+    """Read one arm directory (history.jsonl, oracle.json, lineage.json, arm.json) and judge it."""
+    arm_dir = Path(arm_dir)
+    role = spec.arm(profile).role
+    history = arm_dir / "history.jsonl"
+    if not history.is_file():
+        return _unknown_arm(profile, role, "history", f"no {history.name}: the arm recorded nothing")
+    try:
+        records = read_history(history)
+    except (HistoryError, OSError) as exc:
+        return _unknown_arm(profile, role, "history", f"history unreadable: {exc}")
+    oracle, oracle_why = _read_json(arm_dir / "oracle.json")
+    lineage, lineage_why = _read_json(arm_dir / "lineage.json")
+    summary, _ = _read_json(arm_dir / "arm.json")
+    if oracle is not None and not isinstance(oracle, Mapping):
+        oracle, oracle_why = None, "oracle.json is not an object"
+    if lineage is not None and not isinstance(lineage, Mapping):
+        lineage, lineage_why = None, "lineage.json is not an object"
+    return judge_records(records, spec, profile, oracle=oracle, lineage=lineage,
+                         summary=summary if isinstance(summary, Mapping) else None,
+                         missing={"oracle": oracle_why, "lineage": lineage_why})
+
+
+def _experiment_dirs(run_dir: Path, listed: object) -> list[Path]:
+    """Experiments in run.json order, then any other directory with a spec.json (sorted); never reached: left out."""
+    names = [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
+    found = [run_dir / n for n in dict.fromkeys(names) if n and "/" not in n and (run_dir / n).is_dir()]
+    extra = sorted(p for p in run_dir.iterdir() if p.is_dir() and (p / "spec.json").is_file() and p not in found) \
+        if run_dir.is_dir() else []
+    return found + extra
+
+
+def _write_json(path: Path, value: object) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def judge_run(run_dir: str | Path) -> dict:
+    """Judge every arm of a stored run; write each arm's result.json; return results.json's content."""
+    run_dir = Path(run_dir)
+    run, _ = _read_json(run_dir / "run.json")
+    run = run if isinstance(run, Mapping) else {}
+    status = run.get("status") if isinstance(run.get("status"), str) else "unknown"
+    experiments = []
+    for experiment_dir in _experiment_dirs(run_dir, run.get("experiments")):
+        raw, why = _read_json(experiment_dir / "spec.json")
+        try:
+            if raw is None:
+                raise SpecError(f"{experiment_dir.name}/spec.json: (file): {why}; allowed: the spec.json a run "
+                                "writes")
+            spec = ExperimentSpec.from_dict(raw, where=f"{experiment_dir.name}/spec.json")
+        except SpecError as exc:
+            arms = [_unknown_arm(p.name, "control" if p.name == "naive" else "subject", "spec", str(exc))
+                    for p in sorted(experiment_dir.iterdir()) if p.is_dir()]
+            incident = raw.get("incident") if isinstance(raw, Mapping) else None
+        else:
+            arms = [judge_arm(experiment_dir / arm.profile, spec, arm.profile)
+                    for arm in spec.arms if (experiment_dir / arm.profile).is_dir()]
+            incident = {"file": spec.incident.file, "error": spec.incident.error}
+        for arm in arms:
+            _write_json(experiment_dir / arm["profile"] / "result.json", arm)
+        experiments.append({"name": experiment_dir.name, "incident": incident,
+                            "verdict": worst(a["verdict"] for a in arms), "arms": arms})
+    verdict = worst(e["verdict"] for e in experiments)
+    flaky = flaky_arms(experiments)
+    if status == "interrupted":
+        verdict = INTERRUPTED
+    elif status != "completed":  # error, or a harness that never finished (running): the environment broke
+        verdict = worst([verdict, "UNKNOWN"])
+    return {"verdict": verdict, "status": status, "experiments": experiments, "flaky": flaky}
+
+
+_REPEAT = re.compile(r"\.r(\d+)$")
+
+
+def flaky_arms(experiments: Sequence[Mapping[str, object]]) -> list[dict]:
+    """Arms of repeated experiments (directories <name>.r1, <name>.r2, ...) whose verdicts differ between repeats."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for experiment in experiments:
+        name = str(experiment["name"])
+        if not _REPEAT.search(name):
+            continue
+        for arm in experiment["arms"]:
+            seen.setdefault((_REPEAT.sub("", name), str(arm["profile"])), []).append(str(arm["verdict"]))
+    return [{"experiment": name, "profile": profile, "verdicts": verdicts}
+            for (name, profile), verdicts in sorted(seen.items()) if len(set(verdicts)) > 1]

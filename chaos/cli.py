@@ -1,0 +1,445 @@
+"""The `chaos` command line. Exit codes are in chaos/errors.py and the README."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+
+from infra import artifacts
+from infra.errors import InfraError
+from infra.paths import REPORTS_DIR, cache_dir
+
+from . import errors
+
+BACKENDS = ("local", "containers")
+
+
+def _progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def new_run_dir(name: str, out: Path | None = None) -> Path:
+    """reports/runs/<timestamp>-<name>/, with reports/runs/latest pointing at it."""
+    runs = (out or REPORTS_DIR / "runs").resolve()
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    run_dir = runs / f"{stamp}-{name}-{os.getpid()}"
+    run_dir.mkdir(parents=True, exist_ok=False)
+    latest = runs / "latest"
+    temporary = runs / f".latest-{os.getpid()}"
+    temporary.unlink(missing_ok=True)
+    temporary.symlink_to(run_dir.name)
+    temporary.replace(latest)  # atomic, so a concurrent run never sees a missing link
+    return run_dir
+
+
+# -- doctor -----------------------------------------------------------------------------------------------
+def _java_major() -> int | None:
+    java = shutil.which("java")
+    if not java:
+        return None
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    try:
+        version = out.split('"')[1]
+        return int(version.split(".")[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def doctor(backend: str) -> int:
+    rows: list[tuple[str, bool, str]] = []
+    rows.append(("python", sys.version_info >= (3, 11), sys.version.split()[0]))
+    for module in ("pyspark", "confluent_kafka", "minio", "toxiproxy", "testcontainers", "yaml", "pyarrow"):
+        try:
+            imported = __import__(module)
+            rows.append((module, True, str(getattr(imported, "__version__", "installed"))))
+        except ImportError as error:
+            rows.append((module, False, f"not importable ({error}); run: make setup"))
+    major = _java_major()
+    rows.append(("java", major is not None and major >= 17, f"{major or 'missing'} (17 or newer needed)"))
+    rows.append(("mvn (set-up only)", shutil.which("mvn") is not None, shutil.which("mvn") or "missing"))
+    rows.append(("go (set-up only)", shutil.which("go") is not None, shutil.which("go") or "missing"))
+    found = artifacts.problems(artifacts.load_lock())
+    rows.append(("artifacts", not found, f"verified in {cache_dir()}" if not found
+                 else f"{found[0]}; run: make setup"))
+    if backend == "containers":
+        try:
+            from infra.containers import engine_status
+
+            ok, detail = engine_status()
+        except ImportError:
+            ok, detail = False, "the containers backend is not available in this version"
+        rows.append(("docker engine", ok, detail))
+        if ok and not found:
+            rows.append(_images_row())
+    width = max(len(name) for name, _, _ in rows)
+    for name, ok, detail in rows:
+        print(f"{'ok ' if ok else 'NO '} {name:<{width}}  {detail}")
+    ready = all(ok for name, ok, _ in rows if "set-up only" not in name)
+    print(f"backend {backend}: {'ready' if ready else 'not ready'}")
+    return errors.PASSED if ready else errors.ENVIRONMENT
+
+
+def _images_row() -> tuple[str, bool, str]:
+    """Which image each component runs; missing local builds are made by the first stack start (set-up)."""
+    from infra import images
+
+    try:
+        refs = images.resolve(artifacts.verify(), build=False)
+        return "images", True, ", ".join(sorted(set(refs.values())))
+    except InfraError as error:
+        return "images (set-up only)", False, f"{error} (the first containers stack start builds them, ≈ 70 s)"
+
+
+# -- setup / smoke ----------------------------------------------------------------------------------------
+def setup() -> int:
+    artifacts.fetch(progress=_progress)
+    _progress(f"every pinned artifact is verified under {cache_dir()}")
+    return errors.PASSED
+
+
+def stack_smoke(backend: str, as_json: bool, out: Path | None) -> int:
+    from .smoke import run_smoke
+
+    run_dir = new_run_dir("stack-smoke", out)
+    result = run_smoke(run_dir, backend=backend, progress=_progress)
+    (run_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    if as_json:
+        print(json.dumps(result))
+    else:
+        _progress(f"{'PASSED' if result['ok'] else 'FAILED'}: {result.get('error', 'every check held')}")
+        _progress(f"results: {run_dir / 'results.json'}; logs: {run_dir / 'logs'}")
+    if result["ok"]:
+        return errors.PASSED
+    return errors.ENVIRONMENT if result.get("error_kind") == "environment" else errors.FAILED
+
+
+def bench(what: str, seconds: float, as_json: bool, out: Path | None, variants: list[str] | None) -> int:
+    from .bench import bench_job
+
+    run_dir = new_run_dir(f"bench-{what}", out)
+    result = bench_job(run_dir, seconds=seconds, variants=variants, progress=_progress)
+    (run_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    if as_json:
+        print(json.dumps(result))
+    else:
+        for name, measured in result["variants"].items():
+            print(f"{name:<22} {measured['eps']:>10.0f} events/s  batch p50 {measured['batch_p50_ms']} ms  "
+                  f"state {measured['state_rows_per_key']} rows/key, SST {measured['state_sst_bytes_per_key']} B/key, "
+                  f"memory {measured['state_memory_bytes_per_key']} B/key")
+        if "ratio_hardened_to_baseline" in result:
+            print(f"hardened / baseline = {result['ratio_hardened_to_baseline']}")
+    return errors.PASSED
+
+
+# -- run / check / list -------------------------------------------------------------------------------------
+EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+VERDICT_EXIT = {"PASSED": errors.PASSED, "FAILED": errors.FAILED, "UNKNOWN": errors.ENVIRONMENT,
+                "HANG": errors.HANG, "NODATA": errors.NODATA, "INTERRUPTED": errors.INTERRUPTED}
+
+
+def _resolve(names: list[str], suite: str | None, scale: float | None):
+    """Experiment names or YAML paths, or a suite name/path -> (run name, validated specs, repeat)."""
+    from .spec import load_experiment, load_suite
+
+    if suite and names:
+        raise errors.ChaosError("give experiments or --suite, not both", errors.USAGE)
+    if not names:
+        path = Path(suite or "nightly")
+        if not path.suffix:
+            path = EXPERIMENTS_DIR / "suites" / f"{path}.yaml"
+        if not path.is_file():
+            known = ", ".join(sorted(p.stem for p in (EXPERIMENTS_DIR / "suites").glob("*.yaml")))
+            raise errors.SpecError(f"no suite {suite or 'nightly'!r} ({path} is not a file); known suites: {known}")
+        loaded = load_suite(path, scale)  # a scale on the command line replaces the suite's
+        return loaded.name, [entry.spec for entry in loaded.entries], loaded.repeat
+    specs = []
+    for name in names:
+        path = Path(name)
+        if not path.suffix:
+            path = EXPERIMENTS_DIR / f"{name}.yaml"
+        if not path.is_file():
+            known = ", ".join(sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml")))
+            raise errors.SpecError(f"no experiment {name!r} ({path} is not a file); known experiments: {known}")
+        specs.append(load_experiment(path, scale or 1.0))
+    return (specs[0].name if len(specs) == 1 else "experiments"), specs, 1
+
+
+def run(names: list[str], suite: str | None, scale: float | None, backend: str, arms: list[str] | None,
+        out: Path | None, argv: list[str]) -> int:
+    from .run import run_experiments
+
+    name, specs, repeat = _resolve(names, suite, scale)
+    clean_dead_runs()
+    run_dir = new_run_dir(name, out)
+    _progress(f"run directory: {run_dir}")
+    results = run_experiments(specs, run_dir, name, backend=backend, arms=arms, argv=argv, say=_progress,
+                              repeat=repeat)
+    _print_results(results, run_dir)
+    return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
+
+
+
+def reproduce(incident: str, scale: float | None, backend: str, out: Path | None, argv: list[str]) -> int:
+    """Run the control (naive) arm of every experiment that reproduces `incident` (its number, e.g. 001, or a
+    part of its file name) and show what was observed next to what the incident showed."""
+    from .run import run_experiments
+    from .spec import load_experiment
+
+    specs = [load_experiment(path, scale or 1.0) for path in sorted(EXPERIMENTS_DIR.glob("*.yaml"))]
+    incidents = sorted({spec.incident.file for spec in specs})
+    matching = [spec for spec in specs if incident in spec.incident.file
+                and any(arm.profile == "naive" for arm in spec.arms)]
+    if not matching:
+        raise errors.ChaosError(f"no experiment reproduces incident {incident!r}; known incidents: "
+                                f"{', '.join(incidents)}", errors.USAGE)
+    _progress(f"incident {incident}: the control arms of {', '.join(s.name for s in matching)}")
+    run_dir = new_run_dir(f"reproduce-{incident.split('-')[0]}", out)
+    _progress(f"run directory: {run_dir}")
+    results = run_experiments(matching, run_dir, f"reproduce {incident}", backend=backend, arms=["naive"], argv=argv,
+                              say=_progress)
+    print()
+    for spec, experiment in zip(matching, results.get("experiments", [])):
+        arm = next((a for a in experiment.get("arms", []) if a.get("profile") == "naive"), {})
+        print(f"{experiment['name']} ({spec.incident.file})")
+        print(f"  the incident showed: {spec.incident.error}")
+        if arm.get("signature"):
+            print(f"  reproduced:          {arm['signature']}")
+        elif arm.get("verdict") == "PASSED":
+            print(f"  not reproduced:      the control survived this fault too ({spec.arm('naive').note})")
+        else:
+            failed = [c for c in arm.get("checks", []) if c.get("verdict") != "PASSED"]
+            why = "; ".join(f"{c['name']}: {c.get('message') or c.get('measured')}" for c in failed) or "no arm ran"
+            print(f"  NOT reproduced ({arm.get('verdict', 'UNKNOWN')}): {why}")
+    _print_results(results, run_dir)
+    return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
+
+
+def clean_dead_runs() -> list[tuple[str, str]]:
+    """Stop what runs killed with SIGKILL left running (infra/registry.py) and close their run directories:
+    status interrupted (killed), judged again, so their results say what happened."""
+    from infra import registry
+
+    cleaned = registry.cleanup_dead(_progress)
+    for run_dir, line in cleaned:
+        meta_path = Path(run_dir) / "run.json" if run_dir else None
+        if meta_path is None or not meta_path.is_file():
+            continue
+        try:
+            meta = json.loads(meta_path.read_text())
+            if meta.get("status") != "running":
+                continue
+            meta.update(status="interrupted", killed=True, ended=datetime.now(timezone.utc).isoformat(
+                timespec="seconds"), cleaned_up=line)
+            meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+            from .checkers import judge_run
+            from .run import write_report
+
+            (Path(run_dir) / "results.json").write_text(json.dumps(judge_run(Path(run_dir)), indent=2) + "\n")
+            write_report(Path(run_dir), _progress)
+        except (OSError, ValueError) as error:
+            _progress(f"could not close {run_dir}: {error}")
+    return cleaned
+
+
+def clean() -> int:
+    if not clean_dead_runs():
+        print("nothing to clean: no dead run left anything running")
+    return errors.PASSED
+
+
+def _print_results(results: dict, run_dir: Path) -> None:
+    for experiment in results.get("experiments", []):
+        for arm in experiment.get("arms", []):
+            failed = [c["name"] for c in arm.get("checks", []) if c.get("verdict") != "PASSED"]
+            extra = f"  (not passed: {', '.join(failed)})" if failed else ""
+            if arm.get("role") == "control" and arm.get("signature"):
+                extra += f"  control reproduced: {arm['signature']}"
+            print(f"{arm['verdict']:<11} {experiment['name']} / {arm['profile']}{extra}")
+    print(f"{results['verdict']}: {run_dir}")
+    if (run_dir / "index.html").exists():
+        print(f"report: {run_dir / 'index.html'}")
+
+
+def check(run_dir: Path) -> int:
+    from .checkers import judge_run
+
+    if not (run_dir / "run.json").is_file():
+        raise errors.ChaosError(f"{run_dir} is not a run directory (no run.json); give reports/runs/<run>",
+                                errors.USAGE)
+    results = judge_run(run_dir)
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    _print_results(results, run_dir)
+    return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
+
+
+def list_experiments() -> int:
+    from .spec import load_experiment
+
+    for path in sorted(EXPERIMENTS_DIR.glob("*.yaml")):
+        spec = load_experiment(path)
+        arms = ", ".join(a.profile for a in spec.arms)
+        print(f"{spec.name:<28} {spec.phases.total:>5.0f} s  arms: {arms:<16} incident {spec.incident.file}")
+    for path in sorted((EXPERIMENTS_DIR / "suites").glob("*.yaml")):
+        print(f"suite {path.stem}")
+    return errors.PASSED
+
+
+# -- entry point ------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what is wrong, where to look) and exit 2, not a usage block."""
+
+    def error(self, message: str):
+        self.exit(errors.USAGE, f"{self.prog}: {message}; see: {self.prog} --help\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="chaos", description="Chaos and fault-injection suite for streaming state.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    doctor_cmd = commands.add_parser("doctor", help="what is installed, what is missing (exit 0 when ready)")
+    doctor_cmd.add_argument("--backend", choices=BACKENDS, default="local")
+
+    commands.add_parser("setup", help="fetch, build and verify every pinned artifact (idempotent)")
+
+    stack_cmd = commands.add_parser("stack", help="the Kafka + MinIO + Toxiproxy + Spark stack")
+    stack_commands = stack_cmd.add_subparsers(dest="stack_command", required=True)
+    smoke_cmd = stack_commands.add_parser("smoke", help="start the stack, prove each part works, tear down")
+    smoke_cmd.add_argument("--backend", choices=BACKENDS, default="local")
+    smoke_cmd.add_argument("--json", action="store_true", help="print one JSON object with the measurements")
+    smoke_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
+
+    run_cmd = commands.add_parser("run", help="run experiments (default: the nightly suite) and judge them")
+    run_cmd.add_argument("experiments", nargs="*", help="experiment names (see chaos list) or YAML paths")
+    run_cmd.add_argument("--suite", help="a suite name (experiments/suites/NAME.yaml) or path")
+    run_cmd.add_argument("--scale", type=_positive_float, help="multiply every phase and fault time by this")
+    run_cmd.add_argument("--backend", choices=BACKENDS, default="local")
+    run_cmd.add_argument("--arms", type=lambda text: text.split(","), help="only these arms (hardened,naive)")
+    run_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
+
+    check_cmd = commands.add_parser("check", help="re-judge a stored run offline from its files")
+    check_cmd.add_argument("run_dir", type=Path)
+
+    commands.add_parser("list", help="the experiments and suites")
+    commands.add_parser("clean", help="stop what runs killed with SIGKILL left running, and close their results")
+
+    reproduce_cmd = commands.add_parser("reproduce", help="run the control arm of the experiments that reproduce an "
+                                        "incident; show the observed error next to the incident's")
+    reproduce_cmd.add_argument("incident", help="incident number (e.g. 001) or part of its file name")
+    reproduce_cmd.add_argument("--scale", type=_positive_float, help="multiply every phase and fault time by this")
+    reproduce_cmd.add_argument("--backend", choices=BACKENDS, default="local")
+    reproduce_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
+
+    report_cmd = commands.add_parser("report", help="write index.html and junit.xml of a run, or a trend page")
+    report_cmd.add_argument("report_args", nargs=argparse.REMAINDER)
+
+    bench_cmd = commands.add_parser("bench", help="benchmarks that print figures")
+    bench_commands = bench_cmd.add_subparsers(dest="bench_command", required=True)
+    job_bench = bench_commands.add_parser("job", help="sustained throughput of the job's profiles and state choices")
+    job_bench.add_argument("--seconds", type=_positive_float, default=60.0, help="run time per variant")
+    job_bench.add_argument("--variants", type=lambda text: text.split(","),
+                           help="comma list (default all: baseline,hardened,hardened_tws_rows,hardened_tws_pandas,naive)")
+    job_bench.add_argument("--json", action="store_true")
+    job_bench.add_argument("--out", type=Path)
+    suite_bench = bench_commands.add_parser("suite", help="where a stored suite run's wall time went (from its files)")
+    suite_bench.add_argument("run_dir", type=Path)
+    suite_bench.add_argument("--json", action="store_true")
+    return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "doctor":
+        return doctor(args.backend)
+    if args.command == "setup":
+        return setup()
+    if args.command == "stack" and args.stack_command == "smoke":
+        return stack_smoke(args.backend, args.json, args.out)
+    if args.command == "run":
+        bad = [a for a in args.arms or [] if a not in ("hardened", "naive")]
+        if bad:
+            raise errors.ChaosError(f"unknown arm {bad[0]!r}; allowed: hardened, naive", errors.USAGE)
+        return run(args.experiments, args.suite, args.scale, args.backend, args.arms, args.out, sys.argv[1:])
+    if args.command == "check":
+        return check(args.run_dir)
+    if args.command == "list":
+        return list_experiments()
+    if args.command == "clean":
+        return clean()
+    if args.command == "reproduce":
+        return reproduce(args.incident, args.scale, args.backend, args.out, sys.argv[1:])
+    if args.command == "report":
+        from .report import main_report
+
+        return main_report(args.report_args)
+    if args.command == "bench" and args.bench_command == "suite":
+        from .suite_timing import print_timing, suite_timing
+
+        if not (args.run_dir / "run.json").is_file():
+            raise errors.ChaosError(f"{args.run_dir} is not a run directory (no run.json); give reports/runs/<run>",
+                                    errors.USAGE)
+        timing = suite_timing(args.run_dir)
+        print(json.dumps(timing)) if args.json else print_timing(timing)
+        return errors.PASSED
+    if args.command == "bench":
+        from .bench import VARIANTS
+
+        unknown = [v for v in args.variants or [] if v not in VARIANTS]
+        if unknown:
+            raise errors.ChaosError(f"unknown bench variant {unknown[0]!r}; allowed: {', '.join(VARIANTS)}",
+                                    errors.USAGE)
+        return bench(args.bench_command, args.seconds, args.json, args.out, args.variants)
+    raise AssertionError(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)  # exits 2 with argparse's one-line message on bad usage
+
+    def _terminate(signum, frame):
+        raise KeyboardInterrupt  # SIGTERM takes the same path as Ctrl-C: finally blocks tear down
+
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("chaos: interrupted; everything the run started has been stopped", file=sys.stderr)
+        return errors.INTERRUPTED
+    except InfraError as error:
+        if args.debug:
+            traceback.print_exc()
+        print(f"chaos: environment error: {error}", file=sys.stderr)
+        return errors.ENVIRONMENT
+    except errors.ChaosError as error:
+        if args.debug:
+            traceback.print_exc()
+        print(f"chaos: {error}", file=sys.stderr)
+        return error.exit_code
+    except OSError as error:  # the run directory's disk is full, unwritable, ...: the environment, not the job
+        if args.debug:
+            traceback.print_exc()
+        where = f" ({error.filename})" if error.filename else ""
+        print(f"chaos: environment error: {error.strerror or error}{where}; free space or fix permissions, or give "
+              f"--out another directory", file=sys.stderr)
+        return errors.ENVIRONMENT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

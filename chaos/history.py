@@ -1,0 +1,157 @@
+"""One append-only JSON-lines history per run: everything the checkers judge, and nothing they compute.
+
+Every record is {"t": seconds since the run started (monotonic clock), "wall": ISO time, "type": ..., ...}. The
+checkers are pure functions over these records, so any stored run can be re-judged offline.
+
+    phase   name (steady | inject | recover), boundary (start | end)
+    fault   name, target, state (injecting | injected | healing | healed), params
+    sample  the probes' measurements; a metric a probe could not measure is null (never a guess)
+    job     event (started | exited | restarted | refused), process, and e.g. code for exited
+    log     a matched log signature: signature (the spec's pattern), source (file), line, text, count (lines of that
+            source matched so far: the first matches are recorded one by one, later ones as tallies)
+    error   the environment failed (a toxiproxy call, a broker that did not start): never a job failure
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Mapping
+
+PHASES = ("steady", "inject", "recover")
+BOUNDARIES = ("start", "end")
+FAULT_STATES = ("injecting", "injected", "healing", "healed")
+JOB_EVENTS = ("started", "exited", "restarted", "refused")
+# Numeric sample metrics (probes and checkers read these); `alive` maps process name -> bool.
+SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "state_rows", "state_bytes",
+                  "checkpoint_bytes", "batch_id")
+SAMPLE_FIELDS = (*SAMPLE_METRICS, "alive")
+RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "error")
+
+Record = Mapping[str, object]
+
+
+class HistoryError(ValueError):
+    """A history that cannot be written or read as a valid sequence of records."""
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class HistoryWriter:
+    """Thread-safe appender. t is taken under the lock, so file order is t order; each line is flushed as written.
+
+    The file must not exist: a run's history is written once, never resumed or mixed with another run's.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], datetime] = _utc_now) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._lock = threading.Lock()
+        self._file = open(self.path, "x", encoding="utf-8")
+        self._start = clock()
+        self._last_t = 0.0
+
+    def phase(self, name: str, boundary: str) -> dict[str, object]:
+        _one_of("phase name", name, PHASES)
+        _one_of("phase boundary", boundary, BOUNDARIES)
+        return self._append("phase", {"name": name, "boundary": boundary})
+
+    def fault(self, name: str, target: str, state: str, params: Mapping[str, object]) -> dict[str, object]:
+        _one_of("fault state", state, FAULT_STATES)
+        return self._append("fault", {"name": name, "target": target, "state": state, "params": dict(params)})
+
+    def sample(self, **metrics: object) -> dict[str, object]:
+        unknown = sorted(set(metrics) - set(SAMPLE_FIELDS))
+        if unknown:
+            raise HistoryError(f"sample: unknown metric {unknown[0]!r}; allowed: {', '.join(SAMPLE_FIELDS)}")
+        return self._append("sample", {name: metrics.get(name) for name in SAMPLE_FIELDS})
+
+    def job(self, event: str, process: str, **fields: object) -> dict[str, object]:
+        _one_of("job event", event, JOB_EVENTS)
+        return self._append("job", {"event": event, "process": process, **fields})
+
+    def log(self, signature: str, source: str, line: int, text: str, count: int | None = None) -> dict[str, object]:
+        """A matched line; `count` is how many lines of `source` matched `signature` so far (a loop logs thousands:
+        only the first few are recorded line by line, then tallies carry the count)."""
+        fields = {"signature": signature, "source": source, "line": line, "text": text}
+        if count is not None:
+            fields["count"] = count
+        return self._append("log", fields)
+
+    def error(self, message: str, **fields: object) -> dict[str, object]:
+        return self._append("error", {"message": message, **fields})
+
+    def _append(self, record_type: str, fields: dict[str, object]) -> dict[str, object]:
+        with self._lock:
+            t = self._clock() - self._start
+            if t < self._last_t:
+                raise HistoryError(f"{self.path}: clock went back from t={self._last_t} to t={t}; "
+                                   "allowed: a monotonic clock")
+            wall = self._wall_clock().isoformat(timespec="milliseconds")
+            record = {"t": t, "wall": wall, "type": record_type, **fields}
+            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self._file.flush()
+            self._last_t = t
+            return record
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _one_of(what: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise HistoryError(f"{what} {value!r} is not valid; allowed: {', '.join(allowed)}")
+
+
+def json_object(raw: bytes) -> dict[str, object]:
+    """One JSON-lines record (a history or ledger line) as a dict; ValueError saying why not."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    return record
+
+
+def _parse(raw: bytes) -> dict[str, object]:
+    record = json_object(raw)
+    t = record.get("t")
+    if not isinstance(t, (int, float)) or isinstance(t, bool):
+        raise ValueError(f"t must be a number, got {t!r}")
+    if record.get("type") not in RECORD_TYPES:
+        raise ValueError(f"type {record.get('type')!r} is not one of {', '.join(RECORD_TYPES)}")
+    return record
+
+
+def read_history(path: str | os.PathLike[str]) -> list[dict[str, object]]:
+    """All records in order. Only an unterminated last line that does not parse is dropped (a torn write by a
+    crashed writer); any other bad line, or t going back, raises HistoryError naming the line."""
+    records: list[dict[str, object]] = []
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            try:
+                record = _parse(line)
+            except ValueError as exc:
+                if not line.endswith(b"\n"):
+                    break
+                raise HistoryError(f"{path}:{lineno}: {exc}") from None
+            if records and record["t"] < records[-1]["t"]:
+                raise HistoryError(f"{path}:{lineno}: t={record['t']} is before the previous t={records[-1]['t']}")
+            records.append(record)
+    return records

@@ -1,0 +1,332 @@
+"""One arm of a run: a workload into Kafka, the job as a driver process, a drain, and the oracle's verdict.
+
+    arm = JobArm(stack, arm_dir, ArmConfig(profile="hardened", workload=spec))
+    arm.create_topic(); arm.start_job(); arm.produce(); arm.drain(); arm.stop_job()
+    report = arm.judge()
+
+Every step is a method so experiments can put faults between them; `run_clean()` chains them.
+The job is the system under test: the harness only starts, signals and reads it.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from infra.driver import launch_driver
+from infra.procs import ManagedProcess
+from infra.stack import Stack
+
+from .oracle import compare, coverage, expected_sessions
+from .outputs import read_progress, read_sessions
+from .workload import Event, Ledger, Pacer, WorkloadSpec, plan, produce
+
+DRAIN_KEY = "__drain__"
+
+
+@dataclass(frozen=True)
+class ArmConfig:
+    profile: str                      # hardened | naive | baseline
+    workload: WorkloadSpec
+    partitions: int = 4
+    gap_ms: int = 3_000
+    max_session_ms: int | None = 30_000
+    watermark_ms: int = 2_000
+    trigger_ms: int = 1_000
+    extra_job_args: tuple[str, ...] = ()
+    drain_timeout_s: float = 120.0
+    settings: dict = field(default_factory=dict)  # Settings fields applied last (job --settings-json)
+
+    def job_args(self) -> list[str]:
+        args = ["--gap", f"{self.gap_ms}ms", "--trigger", f"{self.trigger_ms}ms"]
+        if self.profile != "naive":
+            args += ["--watermark", f"{self.watermark_ms}ms"]
+            if self.max_session_ms and self.profile == "hardened":
+                args += ["--max-session", f"{self.max_session_ms}ms"]
+        if self.settings:
+            args += ["--settings-json", json.dumps(self.settings)]
+        return args + list(self.extra_job_args)
+
+    @property
+    def event_time(self) -> bool:
+        return self.profile != "naive"
+
+
+@dataclass
+class ArmState:
+    topic: str
+    deployment: str
+    start_ms: int = 0
+    last_event_ms: int = 0
+    produced: dict = field(default_factory=dict)
+    drained: bool = False
+    drain_seconds: float | None = None
+
+
+class JobArm:
+    def __init__(self, stack: Stack, arm_dir: Path, config: ArmConfig, progress: Callable[[str], None] = print):
+        self.stack = stack
+        self.dir = Path(arm_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.say = progress
+        suffix = uuid.uuid4().hex[:8]
+        self.state = ArmState(topic=f"events-{config.profile}-{suffix}", deployment=f"{config.profile}-{suffix}")
+        self.job: ManagedProcess | None = None
+        self._job_starts = 0
+        self.second: ManagedProcess | None = None
+        self.on_start: Callable[[ManagedProcess], None] = lambda process: None  # e.g. the log scanner
+
+    # -- paths ---------------------------------------------------------------------------------------------
+    @property
+    def ledger_path(self) -> Path:
+        return self.dir / "ledger.jsonl"
+
+    @property
+    def progress_path(self) -> Path:
+        return self.dir / "progress.jsonl"
+
+    @property
+    def checkpoint_prefix(self) -> str:
+        """Where this deployment's checkpoint lives in the bucket (job.settings.Settings.checkpoint_suffix)."""
+        return f"{self.state.deployment}/checkpoint"
+
+    # -- steps ---------------------------------------------------------------------------------------------
+    def create_topic(self) -> None:
+        from .smoke import create_topic
+
+        create_topic(self.stack.info.kafka_internal_bootstrap, self.state.topic, self.config.partitions)
+
+    def start_job(self) -> ManagedProcess:
+        self._job_starts += 1
+        args = ["--profile", self.config.profile, "--topic", self.state.topic,
+                "--deployment", self.state.deployment, "--progress-file", str(self.progress_path),
+                *self.config.job_args()]
+        self.job = launch_driver(self.stack, f"job-{self.state.deployment}-{self._job_starts}", "job", args)
+        self.say(f"{self.config.profile}: job started (pid {self.job.pid}, log {self.job.log_path})")
+        self.on_start(self.job)
+        return self.job
+
+    def start_second_deployment(self) -> ManagedProcess:
+        """Another deployment of the same job pointed at this one's checkpoint and output (the incident's shared
+        directory): its own name and progress file, and its own driver ports (two drivers cannot share the
+        proxied ones), so the probes keep reading the first deployment."""
+        settings = {**self.config.settings, "checkpoint_path": self.checkpoint_prefix,
+                    "output_path": f"{self.state.deployment}/output", "proxied_driver": False}
+        config = ArmConfig(**{**self.config.__dict__, "settings": settings})
+        args = ["--profile", self.config.profile, "--topic", self.state.topic,
+                "--deployment", f"{self.state.deployment}-second",
+                "--progress-file", str(self.dir / "progress-second.jsonl"), *config.job_args()]
+        self.second = launch_driver(self.stack, f"job-{self.state.deployment}-second", "job", args)
+        self.say(f"{self.config.profile}: second deployment started (pid {self.second.pid})")
+        self.on_start(self.second)
+        return self.second
+
+    def stop_job(self, timeout: float = 60.0) -> int | None:
+        """Graceful stop: SIGTERM to the Python driver only, so the running batch completes."""
+        if self.job is None:
+            return None
+        self.job.signal_leader(15)
+        code = self.job.wait(timeout)
+        if code is None:
+            self.job.stop(grace=5)
+            code = self.job.returncode
+        return code
+
+    def produce(self, stop_event: threading.Event | None = None, events: list[Event] | None = None,
+                start_ms: int | None = None, on_progress: Callable[[object], None] = lambda result: None) -> dict:
+        """Produce the workload through the `kafka` proxy; the ledger records each ack.
+
+        By default the arm's WorkloadSpec at its rate; or `events` (already planned from `start_ms`), each
+        released when the wall clock reaches its event time, so segments of different rates keep their pace.
+        """
+        self.state.start_ms = int(time.time() * 1000) if start_ms is None else start_ms
+        spec = self.config.workload
+        last = {"ms": 0}
+        planned = plan(spec, start_ms=self.state.start_ms) if events is None else events
+        pacer = Pacer(spec.rate) if events is None else EventTimePacer(events, self.state.start_ms)
+
+        def tracked():
+            for event in planned:
+                last["ms"] = max(last["ms"], event.event_time_ms)
+                yield event
+
+        with Ledger(self.ledger_path) as ledger:
+            result = produce(tracked(), self.stack.info.kafka_bootstrap, self.state.topic, ledger,
+                             pacer, stop_event=stop_event,
+                             progress=on_progress, config={"message.timeout.ms": 120_000, "log_level": 1})
+        self.state.last_event_ms = last["ms"]
+        self.state.produced = asdict(result)
+        self.say(f"{self.config.profile}: produced {result.sent} events, {result.acked} acknowledged")
+        return self.state.produced
+
+    def drain(self) -> bool:
+        """Close every open session: advance event time (event-time profiles) or let the gap pass
+        (processing-time profile), keep a batch running with drain events, and wait for the proof."""
+        from confluent_kafka import Producer
+
+        config = self.config
+        horizon_ms = self.state.last_event_ms + config.gap_ms + config.watermark_ms + 1_000
+        producer = Producer({"bootstrap.servers": self.stack.info.kafka_bootstrap, "log_level": 3})
+        started = time.monotonic()
+        seq = 0
+        try:
+            while time.monotonic() - started < config.drain_timeout_s:
+                if self.job is not None and not self.job.alive():
+                    self.say(f"{config.profile}: the job exited (code {self.job.returncode}) before the drain "
+                             f"finished; see {self.job.log_path}")
+                    break
+                event = Event(DRAIN_KEY, seq, horizon_ms, "")
+                producer.produce(self.state.topic, key=DRAIN_KEY, value=event.to_json())
+                producer.flush(10)
+                seq += 1
+                if self._drained(self.state.last_event_ms + config.gap_ms):
+                    self.state.drained = True
+                    break
+                time.sleep(1.0)
+        finally:
+            producer.flush(10)
+        self.state.drain_seconds = round(time.monotonic() - started, 1)
+        self.say(f"{config.profile}: drain {'done' if self.state.drained else 'INCOMPLETE'} "
+                 f"in {self.state.drain_seconds} s")
+        return self.state.drained
+
+    def _drained(self, watermark_needed_ms: int) -> bool:
+        batches = [r["progress"] for r in read_progress(self.progress_path) if r.get("event") == "progress"]
+        if self.config.event_time:
+            return any(_watermark_ms(b) >= watermark_needed_ms for b in batches)
+        # Processing-time timers are set from the time of the batch that read an event, so every session has
+        # closed once a batch started a gap (plus a margin) after the batch that read the last real event.
+        last_offsets = self._last_workload_offsets()
+        reached = [b for b in batches if _covers(b, self.state.topic, last_offsets)]
+        if not reached:
+            return False
+        closes_at = _timestamp_ms(reached[0]) + self.config.gap_ms + 1_000
+        return any(_timestamp_ms(b) >= closes_at for b in batches)
+
+    def _last_workload_offsets(self) -> dict[str, int]:
+        last: dict[str, int] = {}
+        for ack in Ledger.read(self.ledger_path).acked:
+            last[str(ack.partition)] = max(last.get(str(ack.partition), -1), ack.offset)
+        return last
+
+    # -- verdict -------------------------------------------------------------------------------------------
+    def sessions(self) -> list[dict]:
+        rows = read_sessions(self.stack.s3_client(direct=True), self.stack.info.bucket,
+                             f"{self.state.deployment}/output")
+        return [row for row in rows if row["key"] != DRAIN_KEY]
+
+    def judge(self) -> dict:
+        contents = Ledger.read(self.ledger_path)
+        emitted = self.sessions()
+        emitted_for_oracle = [{k: v for k, v in row.items() if k != "batch_id"} for row in emitted]
+        if self.config.event_time:
+            max_len = self.config.max_session_ms if self.config.profile == "hardened" else None
+            expected = expected_sessions(contents.acked, self.config.gap_ms, max_len)
+            report = compare(expected, emitted_for_oracle).to_dict()
+        else:
+            report = coverage(contents.acked, contents.failed, emitted_for_oracle).to_dict()
+        batches = [r["progress"] for r in read_progress(self.progress_path) if r.get("event") == "progress"]
+        summary = {
+            "profile": self.config.profile,
+            "topic": self.state.topic,
+            "deployment": self.state.deployment,
+            "produced": self.state.produced,
+            "drained": self.state.drained,
+            "drain_seconds": self.state.drain_seconds,
+            "job_exit": self.job.returncode if self.job is not None else None,
+            "job_error": self._job_error(),
+            "sessions_emitted": len(emitted),
+            "batches": len(batches),
+            "max_state_rows": max((_state_rows(b) for b in batches), default=0),
+            "oracle": report,
+        }
+        (self.dir / "arm.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+
+    def _job_error(self) -> str | None:
+        """What the job said when it ended (its last `job:` line that reports a failure), else the first line of
+        the query's failure from its progress file."""
+        if self.job is not None and self.job.returncode not in (None, 0):
+            try:
+                lines = [ln for ln in self.job.log_path.read_text(errors="replace").splitlines()
+                         if ln.startswith("job: ") and not ln.startswith(("job: lease:", "job: integrity:"))]
+            except OSError:
+                lines = []
+            if lines:
+                return lines[-1][len("job: "):][:500]
+        for record in reversed(read_progress(self.progress_path)):
+            if record.get("event") == "terminated" and record.get("exception"):
+                return record["exception"].splitlines()[0][:500]
+        return None
+
+    def run_clean(self) -> dict:
+        """No fault: produce, drain, stop, judge. The job is stopped whatever happens."""
+        self.create_topic()
+        self.start_job()
+        try:
+            self.produce()
+            self.drain()
+        finally:
+            self.stop_job()
+        return self.judge()
+
+
+class EventTimePacer:
+    """Pacer interface over planned events: event i is due when the wall clock reaches its event time."""
+
+    def __init__(self, events: list[Event], start_ms: int):
+        self.offsets_s = [(e.event_time_ms - start_ms) / 1000 for e in events]
+        self.t0 = time.monotonic() - (time.time() * 1000 - start_ms) / 1000
+        self.released = 0
+
+    def take(self, limit: int | None = None) -> int:
+        elapsed = time.monotonic() - self.t0
+        due = self.released
+        while due < len(self.offsets_s) and self.offsets_s[due] <= elapsed and (limit is None or
+                                                                                 due - self.released < limit):
+            due += 1
+        if due == len(self.offsets_s) and due == self.released:
+            return 1  # exhausted: ask for one more so produce() sees the plan end
+        claimed, self.released = due - self.released, due
+        return claimed
+
+    def seconds_until_next(self) -> float:
+        if self.released >= len(self.offsets_s):
+            return 0.0
+        return self.offsets_s[self.released] - (time.monotonic() - self.t0)
+
+
+def _covers(progress: dict, topic: str, offsets: dict[str, int]) -> bool:
+    """Did this batch read up to (and including) these offsets of `topic`?"""
+    for source in progress.get("sources", []):
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            end = json.loads(end)
+        if isinstance(end, dict) and topic in end:
+            # Kafka end offsets are exclusive: offset N has been read when end > N.
+            return all(end[topic].get(partition, -1) > offset for partition, offset in offsets.items())
+    return False
+
+
+def _watermark_ms(progress: dict) -> int:
+    watermark = progress.get("eventTime", {}).get("watermark")
+    return _iso_ms(watermark) if watermark else 0
+
+
+def _timestamp_ms(progress: dict) -> int:
+    return _iso_ms(progress["timestamp"])
+
+
+def _iso_ms(text: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def _state_rows(progress: dict) -> int:
+    return sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", []))

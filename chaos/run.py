@@ -1,0 +1,496 @@
+"""`chaos run`: experiments on one stack, each arm through steady → inject → heal → recover, into the run store.
+
+One stack serves the whole run (its proxies are reset between arms); every arm gets its own topic, deployment
+(checkpoint and output paths) and history. An arm:
+
+  1. creates its topic, starts the job and warms it up (a few drain-key events until its first batch is done,
+     so start-up time is not counted as a fault's effect);
+  2. produces the planned workload (data faults reshape their window of it) while the probes sample every
+     second and the schedule injects and heals faults at their times, recording each phase boundary;
+  3. heals every fault again (whatever happened), drains the open sessions, stops the job;
+  4. stores the job's sessions, the oracle's comparison and the checkpoint lineage, and judges the arm with
+     the pure checkers (chaos.checkers), which `chaos check RUN_DIR` can re-run offline.
+
+The environment failing (a toxiproxy call, a broker that did not start) is recorded as an `error`, which the
+checkers turn into UNKNOWN: never reported as a broken job.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from infra.errors import InfraError
+from infra.stack import Stack, _signals_deferred as signals_deferred
+from job.settings import FACTORIES
+
+from .checkers import healthy_sample
+from .faults import FaultContext, build
+from .history import HistoryWriter
+from .jobrun import DRAIN_KEY, ArmConfig, JobArm
+from .outputs import read_progress
+from .probes import LogScanner, Sampler
+from .spec import ExperimentSpec, Recovery
+from .workload import Event, WorkloadSpec, plan
+
+WARMUP_TIMEOUT_S = 240.0
+
+
+@dataclass
+class RunOptions:
+    backend: str = "local"
+    progress: Callable[[str], None] = print
+
+
+# -- the workload, with data faults reshaping their windows ---------------------------------------------------
+def _workload(spec: ExperimentSpec, shape: str, duration_ms: int, seed: int, **changes) -> WorkloadSpec:
+    w = spec.workload
+    fields = dict(shape=shape, keys=w.keys or 1, rate=w.rate, duration_ms=duration_ms, seed=seed,
+                  payload_bytes=w.payload_bytes)
+    for name, value in (("zipf_s", w.zipf_s), ("hot_key_share", w.hot_key_share),
+                        ("rotation_live_actors", w.rotation_live_actors)):
+        if value is not None:
+            fields[name] = value
+    if w.rotation_gap is not None:
+        fields["rotation_gap_ms"] = round(w.rotation_gap * 1000)
+    fields.update(changes)
+    if fields["shape"] == "rotating":
+        fields["rate"] = 2000 * fields["rotation_live_actors"] / fields["rotation_gap_ms"]
+    if fields["shape"] == "hot_key" and fields["keys"] < 2:
+        fields["keys"] = 100
+    return WorkloadSpec(**fields)
+
+
+def segments(spec: ExperimentSpec, jitters: dict[int, float], only: Iterable[int] | None = None
+             ) -> list[tuple[float, WorkloadSpec]]:
+    """(start second, workload) pieces covering the whole run: the spec's workload, except inside the window of
+    a data fault (of the faults `only` names, default all), where the fault's shape runs instead."""
+    total = spec.phases.total
+    windows = []
+    chosen = set(range(len(spec.faults)) if only is None else only)
+    for index, fault in enumerate(spec.faults):
+        if fault.fault.startswith("data.") and index in chosen:
+            start = spec.phases.steady + fault.at + jitters.get(index, 0.0)
+            windows.append((start, min(total, start + fault.duration), fault))
+    windows.sort(key=lambda w: w[0])
+    pieces, cursor = [], 0.0
+    for number, (start, end, fault) in enumerate(windows):
+        if start > cursor:
+            pieces.append((cursor, _workload(spec, spec.workload.shape, round((start - cursor) * 1000),
+                                             spec.seed + 2 * number)))
+        if fault.fault == "data.hot_key":
+            shaped = _workload(spec, "hot_key", round((end - start) * 1000), spec.seed + 2 * number + 1,
+                               hot_key_share=fault.params["share"])
+        else:
+            shaped = _workload(spec, "rotating", round((end - start) * 1000), spec.seed + 2 * number + 1,
+                               rotation_live_actors=fault.params["live_actors"],
+                               rotation_gap_ms=round(fault.params["gap"] * 1000))
+        pieces.append((start, shaped))
+        cursor = max(cursor, end)
+    if cursor < total:
+        pieces.append((cursor, _workload(spec, spec.workload.shape, round((total - cursor) * 1000),
+                                         spec.seed + 2 * len(windows))))
+    return pieces
+
+
+def planned_events(pieces: Iterable[tuple[float, WorkloadSpec]], start_ms: int) -> list[Event]:
+    """All events of the run in event-time order; sequence numbers continue per key across pieces, so
+    (key, seq) stays unique for the oracle."""
+    next_seq: dict[str, int] = {}
+    events = []
+    for offset_s, workload in pieces:
+        for event in plan(workload, start_ms=start_ms + round(offset_s * 1000)):
+            seq = next_seq.get(event.key, 0)
+            next_seq[event.key] = seq + 1
+            events.append(Event(event.key, seq, event.event_time_ms, event.payload))
+    events.sort(key=lambda e: e.event_time_ms)
+    return events
+
+
+# -- one arm -----------------------------------------------------------------------------------------------------
+def arm_config(spec: ExperimentSpec, profile: str) -> ArmConfig:
+    """The job settings this arm runs with: the profile's, the spec's `job` section, the arm's settings."""
+    base = FACTORIES[profile]("t", "d", "p")
+    final = spec.apply_settings(profile, base)
+    changes = {f.name: getattr(final, f.name) for f in dataclasses.fields(final)
+               if f.name not in ("topic", "deployment", "progress_file", "profile")
+               and getattr(final, f.name) != getattr(base, f.name)}
+    if profile == "naive":  # processing-time sessions without bounds: event-time settings mean nothing there
+        changes = {k: v for k, v in changes.items() if k not in ("watermark_ms", "max_session_ms")}
+    placeholder = _workload(spec, spec.workload.shape, round(spec.phases.total * 1000), spec.seed)
+    return ArmConfig(profile=profile, workload=placeholder, partitions=spec.workload.partitions,
+                     gap_ms=final.gap_ms, max_session_ms=final.max_session_ms,
+                     watermark_ms=final.watermark_ms or 0, trigger_ms=final.trigger_ms,
+                     settings=changes, drain_timeout_s=180.0)
+
+
+PROGRESS_EVERY_S = 15.0
+ARM_OVERHEAD_S = 45.0  # job start and warm-up, drain, stop, outputs: what an arm costs beyond its phases
+
+
+# An arm with no recovery target of its own still ends its recover phase once it is visibly healthy again.
+DEFAULT_RECOVERY = Recovery(within=0.0, healthy_samples=3, lag_below=2500)
+
+
+def ends_early(arm) -> bool:
+    """May this arm stop as soon as its incident shows? A control that must reproduce an incident and is judged
+    only by log signatures (and lineage) has nothing more to show once its signatures have matched as often as
+    they must (its job may still run: the incident has been seen)."""
+    targets = arm.targets
+    judged = {name for name in ("progress", "recovery", "max_lag", "lost", "duplicated", "state", "refused_within")
+              if getattr(targets, name) not in (None, False)}
+    return (arm.role == "control" and arm.expect == "incident" and not judged and targets.logs is not None
+            and bool(targets.logs.expected) and not targets.probes)
+
+
+class ArmRun:
+    def __init__(self, stack: Stack, spec: ExperimentSpec, profile: str, arm_dir: Path,
+                 say: Callable[[str], None], remaining_after_s: float = 0.0):
+        self.stack, self.spec, self.profile, self.dir = stack, spec, profile, arm_dir
+        self.remaining_after_s = remaining_after_s
+        self.ended_early = False  # a control that showed its incident: no drain
+        self.recovered_early = False  # the recover phase ended once recovery was seen
+        self.say = lambda message: say(f"{spec.name}/{profile}: {message}")
+        self.arm = JobArm(stack, arm_dir, arm_config(spec, profile), progress=self.say)
+        self.history = HistoryWriter(arm_dir / "history.jsonl")
+        targets = spec.arm(profile).targets
+        patterns = list(targets.logs.expected + targets.logs.forbidden) if targets.logs else []
+        self.logs = LogScanner(patterns, self.history, stack.run_dir)
+        self.arm.on_start = self._job_started
+        self.acked = 0
+        # The faults this arm runs, by their index in the spec (the realised schedule is the same for both arms).
+        chosen = spec.arm(profile).faults
+        self.fault_indices = list(range(len(spec.faults))) if chosen is None else list(chosen)
+
+    def _job_started(self, process) -> None:
+        self.logs.watch(process.log_path)
+        name = "second-deployment" if process is self.arm.second else "job-driver"
+        if name == "job-driver":
+            self.history.job("started", name, pid=process.pid,
+                             log=str(process.log_path.relative_to(self.stack.run_dir)))
+
+    def _processes(self) -> dict:
+        alive = {"job-driver": self.arm.job is not None and self.arm.job.alive()}
+        if self.arm.second is not None:
+            alive["second-deployment"] = self.arm.second.alive()
+        return alive
+
+    def run(self) -> None:
+        rng = random.Random(self.spec.seed)
+        jitters = {i: rng.uniform(0, f.start_jitter) for i, f in enumerate(self.spec.faults)}
+        faults = []
+        ctx = FaultContext(self.stack, self.arm, self.history, say=self.say, seed=self.spec.seed)
+        stop_producing = threading.Event()
+        try:
+            self.arm.create_topic()
+            self.arm.start_job()
+            if not self._warm_up():
+                return
+            start_ms = int(time.time() * 1000) + 500
+            events = planned_events(segments(self.spec, jitters, self.fault_indices), start_ms)
+            self.say(f"{len(events)} events planned over {self.spec.phases.total:.0f} s")
+            producer = threading.Thread(target=self._produce, args=(stop_producing, events, start_ms),
+                                        name="producer", daemon=True)
+            sampler = Sampler(self.history, self.arm.state.topic, self.stack.info.kafka_internal_bootstrap,
+                              self.stack.s3_client(direct=True), self.stack.info.bucket, self.arm.checkpoint_prefix,
+                              self.arm.progress_path, self._processes, lambda: self.acked, self.logs)
+            with sampler:
+                self.sampler = sampler
+                producer.start()
+                t0 = time.monotonic()
+                faults = [(i, build(self.spec.faults[i], ctx)) for i in self.fault_indices]
+                self._schedule(t0, faults, jitters)
+                if self.ended_early or self.recovered_early:
+                    stop_producing.set()  # the rest of the planned workload would only be waited for
+                producer.join(timeout=300)
+                if not self.ended_early:
+                    self.arm.drain()
+            self.arm.stop_job()
+            self.history.job("exited", "job-driver", code=self.arm.job.returncode)
+        except InfraError as exc:
+            self.history.error(str(exc))
+            self.say(f"environment error: {exc}")
+        finally:
+            with signals_deferred():  # a second Ctrl-C must not skip the heals
+                self._clean_up(faults, stop_producing)
+
+    def _clean_up(self, faults: list, stop_producing: threading.Event) -> None:
+        stop_producing.set()
+        for _index, fault in faults:  # no fault thread may inject after (or while) it is healed below
+            fault.stop.set()
+        for _fault, thread in getattr(self, "_fault_threads", []):
+            thread.join(120)
+        for _index, fault in faults:  # healed again, whatever happened
+            try:
+                fault.run_heal()
+            except Exception as exc:
+                self.history.error(f"heal of {fault.fault.fault} failed: {exc}")
+        try:
+            self.stack.reset()
+        except InfraError as exc:
+            self.history.error(f"toxiproxy reset failed: {exc}")
+        for process in (self.arm.second, self.arm.job):
+            if process is not None and process.alive():
+                process.stop(grace=10)
+        self.logs.scan()
+        self.logs.tally()
+        self._store_outputs()
+        self.history.close()
+
+
+    def _warm_up(self) -> bool:
+        """Drain-key events until the job has finished one batch; False (recorded) if it never does."""
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.stack.info.kafka_internal_bootstrap, "log_level": 3})
+        deadline = time.monotonic() + WARMUP_TIMEOUT_S
+        seq = 0
+        while time.monotonic() < deadline:
+            if not self.arm.job.alive():
+                self.history.job("exited", "job-driver", code=self.arm.job.returncode, cause="during start-up")
+                self.say(f"the job exited during start-up; see {self.arm.job.log_path}")
+                return False
+            batches = [r for r in read_progress(self.arm.progress_path)
+                       if r.get("event") == "progress" and r["progress"].get("numInputRows", 0) > 0]
+            if batches:
+                self.say(f"job warmed up (first batch done) after {seq} warm-up events")
+                return True
+            # A minute in the past: the watermark these events move cannot pass any workload event.
+            past = int(time.time() * 1000) - 60_000
+            producer.produce(self.arm.state.topic, key=DRAIN_KEY, value=Event(DRAIN_KEY, seq, past, "").to_json())
+            producer.flush(10)
+            seq += 1
+            time.sleep(2)
+        self.history.error(f"the job did not finish its first batch within {WARMUP_TIMEOUT_S:.0f} s")
+        return False
+
+    def _produce(self, stop: threading.Event, events: list[Event], start_ms: int) -> None:
+        def counted(result) -> None:
+            self.acked = result.acked
+
+        try:
+            result = self.arm.produce(stop_event=stop, events=events, start_ms=start_ms, on_progress=counted)
+            self.acked = result["acked"]
+        except Exception as exc:
+            self.history.error(f"producer failed: {type(exc).__name__}: {exc}")
+
+    def _schedule(self, t0: float, faults: list, jitters: dict[int, float]) -> None:
+        """Phase boundaries (here) and each fault's inject and heal (a thread per fault) at their times.
+
+        A fault that takes a while to inject (a job restarted on a damaged checkpoint, a staggered second
+        deployment) delays only its own heal, never the phases or the other faults. A fault that cannot be
+        injected or healed is an environment error for the history (UNKNOWN), not a job failure."""
+        phases = self.spec.phases
+        self._fault_threads = []
+        for index, fault in faults:
+            planned = self.spec.faults[index]
+            start = phases.steady + planned.at + jitters[index]
+            thread = threading.Thread(target=self._run_fault, args=(fault, t0 + start, t0 + start + planned.duration),
+                                      name=f"fault-{index}", daemon=True)
+            self._fault_threads.append((fault, thread))
+            thread.start()
+        marks = []
+        for name, start, end in phases.windows():
+            marks += [(start, 0, name, "start"), (end, 1, name, "end")]
+        self._t0, self._phase = t0, ("steady", 0.0, phases.steady)
+        self._last_progress = time.monotonic()
+        for at, _order, name, boundary in sorted(marks):
+            outcome = self._watch_until(t0 + at)
+            if outcome == "reproduced":
+                for fault, _thread in self._fault_threads:
+                    fault.stop.set()
+                break
+            self.history.phase(name, boundary)
+            if outcome == "recovered":
+                self.recovered_early = True
+                break  # that was the recover phase's end, recorded above
+            if boundary == "start":
+                self._phase = next((n, a, b) for n, a, b in phases.windows() if n == name)
+        for _fault, thread in self._fault_threads:
+            thread.join()
+
+    def _watch_until(self, deadline: float) -> str | None:
+        """Wait for the next phase mark, saying how the arm is doing now and then. Ends the wait early with
+        "reproduced" (a control whose job died showing its incident: the arm stops) or "recovered" (in the recover
+        phase, every fault healed and the arm's recovery target visibly met: the phase has shown what it is for)."""
+        early = ends_early(self.spec.arm(self.profile))
+        while time.monotonic() < deadline:
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            now = time.monotonic()
+            if now - self._last_progress >= PROGRESS_EVERY_S:
+                self._last_progress = now
+                self.say(self._progress_line(now))
+            if early and self._reproduced():
+                self.ended_early = True
+                self.say("control reproduced its incident: the arm stops here")
+                return "reproduced"
+            if self._phase[0] == "recover" and self._recovered():
+                self.say(f"recovered: the recover phase ends {deadline - now:.0f} s before its bound")
+                return "recovered"
+        return None
+
+    def _recovered(self) -> bool:
+        """Every fault healed, and after the last heal the recovery target's healthy samples in a row plus a margin
+        of two (so the checkers, judging the same history, see them too)."""
+        targets = self.spec.arm(self.profile).targets
+        target = targets.recovery or DEFAULT_RECOVERY
+        judged_in_recover = ((targets.state is not None and "recover" in targets.state.during)
+                             or any("recover" in probe.phases for probe in targets.probes))
+        if judged_in_recover or any(thread.is_alive() for _fault, thread in self._fault_threads):
+            return False
+        healed_at = max((fault.healed_at for fault, _thread in self._fault_threads if fault.healed_at), default=None)
+        sampler = getattr(self, "sampler", None)
+        if healed_at is None or sampler is None:
+            return False
+        after = [sample for at, sample in list(sampler.recent) if at > healed_at]
+        need = target.healthy_samples + 2
+        if len(after) < need + 1:
+            return False
+        window = after[-(need + 1):]
+        return all(healthy_sample(sample, previous, target.lag_below) for previous, sample in zip(window, window[1:]))
+
+    def _reproduced(self) -> bool:
+        self.logs.scan()
+        logs = self.spec.arm(self.profile).targets.logs
+        return all(self.logs.count(pattern) >= logs.min_matches for pattern in logs.expected)
+
+    def _progress_line(self, now: float) -> str:
+        name, start, end = self._phase
+        sample = getattr(getattr(self, "sampler", None), "last_sample", None) or {}
+        elapsed = now - self._t0
+        left = max(0.0, self.spec.phases.total - elapsed) + ARM_OVERHEAD_S / 2 + self.remaining_after_s
+
+        def show(key: str, unit: str = "") -> str:
+            value = sample.get(key)
+            return "?" if value is None else f"{value:.0f}{unit}"
+
+        return (f"{name} {max(0.0, elapsed - start):.0f}/{end - start:.0f} s · lag {show('lag')} · in "
+                f"{show('input_rate', '/s')} · done {show('processed_rate', '/s')} · batch {show('batch_id')} · "
+                f"about {left / 60:.0f} min left in the run")
+
+    def _run_fault(self, fault, inject_at: float, heal_at: float) -> None:
+        try:
+            if self._sleep_until(inject_at, fault.stop):
+                return
+            fault.run_inject()
+            self._sleep_until(heal_at, fault.stop)
+            fault.run_heal()
+        except InfraError as exc:
+            self.history.error(f"{fault.fault.fault} on {fault.fault.target}: {exc}")
+            self.say(f"environment error: {exc}")
+        except Exception as exc:  # a harness bug must not pass for a job failure either
+            self.history.error(f"{fault.fault.fault} on {fault.fault.target}: {type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _sleep_until(deadline: float, stop: threading.Event | None = None) -> bool:
+        """Sleep until the monotonic deadline; True if `stop` was set first."""
+        delay = deadline - time.monotonic()
+        if stop is not None:
+            return stop.wait(max(0.0, delay))
+        if delay > 0:
+            time.sleep(delay)
+        return False
+
+    def _store_outputs(self) -> None:
+        try:
+            sessions = self.arm.sessions()
+            with open(self.dir / "sessions.jsonl", "w") as handle:
+                for row in sessions:
+                    handle.write(json.dumps(row) + "\n")
+            # Judged even without a complete drain: sessions the job never emitted are lost, and say so.
+            summary = self.arm.judge()
+            oracle = {**summary["oracle"], "drained": self.arm.state.drained}
+            (self.dir / "oracle.json").write_text(json.dumps(oracle, indent=1) + "\n")
+        except Exception as exc:
+            self.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
+        try:
+            from . import checkpoint_tools
+
+            lineage = checkpoint_tools.lineage(self.stack.s3_client(direct=True), self.stack.info.bucket,
+                                               self.arm.checkpoint_prefix)
+            (self.dir / "lineage.json").write_text(json.dumps(lineage, indent=1) + "\n")
+        except Exception as exc:
+            self.history.error(f"listing the checkpoint failed: {type(exc).__name__}: {exc}")
+
+
+# -- a whole run -------------------------------------------------------------------------------------------------
+def _write_json(path: Path, value: object) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(value, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def experiment_dirs(specs: list[ExperimentSpec], repeat: int) -> list[tuple[str, ExperimentSpec]]:
+    """(directory name, spec) in run order; repeats of a suite are <name>.r1, <name>.r2, ... (checkers compare
+    their verdicts and report differences as flaky)."""
+    if repeat <= 1:
+        return [(spec.name, spec) for spec in specs]
+    return [(f"{spec.name}.r{n}", spec) for n in range(1, repeat + 1) for spec in specs]
+
+
+def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backend: str = "local",
+                    arms: list[str] | None = None, argv: list[str] | None = None,
+                    say: Callable[[str], None] = print, repeat: int = 1) -> dict:
+    """Run every experiment's arms on one stack; judge; write run.json and results.json. Returns results.
+
+    On KeyboardInterrupt (Ctrl-C, SIGTERM) every fault is healed and every process stopped by the `finally`
+    blocks on the way out; the run is marked interrupted and judged as such before the interrupt goes on."""
+    from . import checkers
+
+    planned = experiment_dirs(specs, repeat)
+    run = {"suite": name, "backend": backend, "scale": specs[0].scale if specs else 1.0, "argv": argv or [],
+           "pid": __import__("os").getpid(), "started": _now(), "ended": None, "status": "running",
+           "repeat": repeat, "experiments": [directory for directory, _ in planned]}
+    _write_json(run_dir / "run.json", run)
+    status = "error"
+    # planned seconds of every arm still to run, for the progress lines' "time left"
+    remaining = [spec.phases.total + ARM_OVERHEAD_S for _directory, spec in planned for arm in spec.arms
+                 if not arms or arm.profile in arms]
+    try:
+        with Stack(run_dir, backend=backend, progress=say) as stack:
+            for directory, spec in planned:
+                experiment_dir = run_dir / directory
+                experiment_dir.mkdir(parents=True, exist_ok=True)
+                _write_json(experiment_dir / "spec.json", spec.to_dict())
+                for arm in spec.arms:
+                    if arms and arm.profile not in arms:
+                        continue
+                    say(f"== {directory}: {arm.profile} arm ==")
+                    stack.reset()
+                    remaining.pop(0)
+                    ArmRun(stack, spec, arm.profile, experiment_dir / arm.profile, say,
+                           remaining_after_s=sum(remaining)).run()
+        status = "completed"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        run.update(ended=_now(), status=status)
+        _write_json(run_dir / "run.json", run)
+        results = checkers.judge_run(run_dir)
+        _write_json(run_dir / "results.json", results)
+        write_report(run_dir, say)
+    return results
+
+
+def write_report(run_dir: Path, say: Callable[[str], None]) -> None:
+    try:
+        from . import report
+    except ImportError:
+        return
+    try:
+        report.write_report(run_dir)
+        report.write_junit(run_dir)
+    except Exception as exc:  # the results are already stored; a report failure must not hide them
+        say(f"report failed: {type(exc).__name__}: {exc}")
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

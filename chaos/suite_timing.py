@@ -1,0 +1,64 @@
+"""`chaos bench suite RUN_DIR`: where a stored suite run's wall time went, from its own files.
+
+For every arm: the phases its spec scheduled (steady + inject + recover, as scaled), the time its phases actually
+took (the recover phase ends early once recovery is seen, a control once it has shown its incident), and the
+arm's whole wall time from its job's start to its last record (start-up and warm-up, drain, stop, outputs). The
+run's wall time is run.json's started → ended, so stack start, resets, judging and the report are in it too.
+
+    harness overhead = run wall time / sum of scheduled phases
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from .history import read_history
+from .spec import ExperimentSpec
+
+
+def _seconds(start: str, end: str) -> float:
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+
+
+def arm_timing(history_path: Path) -> dict:
+    records = read_history(history_path)
+    phases = [r for r in records if r["type"] == "phase"]
+    first = next((r["t"] for r in phases if r["boundary"] == "start"), None)
+    last = max((r["t"] for r in phases if r["boundary"] == "end"), default=None)
+    return {"phases_s": None if first is None or last is None else round(last - first, 1),
+            "wall_s": round(records[-1]["t"] - records[0]["t"], 1) if records else None,
+            "warm_up_s": None if first is None else round(first - records[0]["t"], 1)}
+
+
+def suite_timing(run_dir: Path) -> dict:
+    run = json.loads((run_dir / "run.json").read_text())
+    arms, scheduled = [], 0.0
+    for name in run.get("experiments", []):
+        experiment = run_dir / name
+        if not (experiment / "spec.json").is_file():
+            continue
+        spec = ExperimentSpec.from_dict(json.loads((experiment / "spec.json").read_text()))
+        for arm in spec.arms:
+            history = experiment / arm.profile / "history.jsonl"
+            if not history.is_file():
+                continue
+            scheduled += spec.phases.total
+            arms.append({"experiment": name, "profile": arm.profile, "scheduled_s": round(spec.phases.total, 1),
+                         **arm_timing(history)})
+    wall = _seconds(run["started"], run["ended"]) if run.get("ended") else None
+    return {"run": str(run_dir), "suite": run.get("suite"), "status": run.get("status"), "arms": arms,
+            "scheduled_phases_s": round(scheduled, 1), "wall_s": wall,
+            "overhead_ratio": round(wall / scheduled, 3) if wall and scheduled else None}
+
+
+def print_timing(timing: dict) -> None:
+    print(f"{'experiment / arm':<40} {'scheduled':>9} {'phases':>7} {'warm-up':>8} {'arm wall':>9}")
+    for arm in timing["arms"]:
+        cells = [f"{arm[k]:.0f} s" if arm[k] is not None else "-" for k in ("scheduled_s", "phases_s", "warm_up_s",
+                                                                              "wall_s")]
+        print(f"{arm['experiment'] + ' / ' + arm['profile']:<40} {cells[0]:>9} {cells[1]:>7} {cells[2]:>8} "
+              f"{cells[3]:>9}")
+    wall = f"{timing['wall_s'] / 60:.1f} min" if timing["wall_s"] else "not ended"
+    print(f"suite {timing['suite']} ({timing['status']}): wall {wall}, scheduled phases "
+          f"{timing['scheduled_phases_s'] / 60:.1f} min, wall / scheduled = {timing['overhead_ratio']}")

@@ -1,0 +1,400 @@
+"""Seeded workload plan, send pacing, delivery ledger and the Kafka producer loop.
+
+The plan is a pure function of the spec, so a run can be re-planned offline; the ledger records what the broker
+acknowledged, which is the oracle's ground truth (the plan is only the intent).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+import json
+import math
+import os
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from .history import json_object
+
+SHAPES = ("uniform", "zipf", "hot_key", "rotating")
+HOT_KEY = "hot-0"
+MAX_PAYLOAD_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One planned event; (key, seq) identifies it everywhere (Kafka value, ledger, job output, oracle)."""
+
+    key: str
+    seq: int
+    event_time_ms: int
+    payload: str
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {"key": self.key, "seq": self.seq, "event_time_ms": self.event_time_ms, "payload": self.payload},
+            separators=(",", ":"),
+        ).encode()
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What to send. `keys` sizes the key space of uniform, zipf and hot_key (hot_key: "hot-0" plus keys-1 others);
+    rotating ignores it because its key space is unbounded by design.
+
+    Rotating follows incident 003: rotation_live_actors actors each send two events rotation_gap_ms apart and
+    retire; the replacement (a never-used key) sends its first event the moment its predecessor sends its last. By
+    Little's law that fixes the rate at 2 * live_actors / gap, so `rate` must agree with it.
+    """
+
+    shape: str
+    keys: int
+    rate: float
+    duration_ms: int
+    seed: int
+    zipf_s: float = 1.1
+    hot_key_share: float = 0.5
+    rotation_live_actors: int = 0
+    rotation_gap_ms: int = 0
+    payload_bytes: int = 32
+
+    def __post_init__(self) -> None:
+        if self.shape not in SHAPES:
+            raise ValueError(f"shape: {self.shape!r} is not one of {', '.join(SHAPES)}")
+        if not _is_int(self.keys) or self.keys < 1:
+            raise ValueError(f"keys: must be an int >= 1, got {self.keys!r}")
+        if not _is_number(self.rate) or self.rate <= 0:
+            raise ValueError(f"rate: must be a finite number of events/s > 0, got {self.rate!r}")
+        if not _is_int(self.duration_ms) or self.duration_ms < 0:
+            raise ValueError(f"duration_ms: must be an int >= 0, got {self.duration_ms!r}")
+        if not _is_int(self.seed):
+            raise ValueError(f"seed: must be an int, got {self.seed!r}")
+        if not _is_number(self.zipf_s) or self.zipf_s <= 0:
+            raise ValueError(f"zipf_s: must be a finite number > 0, got {self.zipf_s!r}")
+        if not _is_number(self.hot_key_share) or not 0 < self.hot_key_share < 1:
+            raise ValueError(f"hot_key_share: must be a number strictly between 0 and 1, got {self.hot_key_share!r}")
+        if not _is_int(self.payload_bytes) or not 0 <= self.payload_bytes <= MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload_bytes: must be an int in 0..{MAX_PAYLOAD_BYTES}, got {self.payload_bytes!r}")
+        if self.shape == "hot_key" and self.keys < 2:
+            raise ValueError(f"keys: hot_key needs >= 2 keys (hot-0 plus at least one other), got {self.keys}")
+        if self.shape == "rotating":
+            self._check_rotation()
+
+    def _check_rotation(self) -> None:
+        live, gap = self.rotation_live_actors, self.rotation_gap_ms
+        if not _is_int(live) or live < 1:
+            raise ValueError(f"rotation_live_actors: rotating needs an int >= 1, got {live!r}")
+        if not _is_int(gap) or gap < 1:
+            raise ValueError(f"rotation_gap_ms: rotating needs an int >= 1, got {gap!r}")
+        implied = 2000 * live / gap
+        if abs(self.rate - implied) > 1e-6 * implied:
+            raise ValueError(
+                f"rate: rotating with {live} live actors sending 2 events {gap} ms apart is "
+                f"2000*rotation_live_actors/rotation_gap_ms = {implied!r} ev/s, got {self.rate!r}"
+            )
+
+
+def plan(spec: WorkloadSpec, start_ms: int = 0) -> Iterator[Event]:
+    """Yield the run's events lazily in nondecreasing event time (= start_ms + planned send offset).
+
+    uniform, zipf, hot_key: event i is planned at floor(i * 1000 / rate) ms, matching Pacer's schedule exactly.
+    rotating: actor n sends at floor(n * gap / live) and gap ms later; only actors whose second event falls inside
+    duration_ms start, so the first and last gap of a run run at half the rate (a fixed gap, a fixed number of live
+    actors and an even grid cannot all hold while the first actors have nothing to retire).
+    """
+    rng = random.Random(spec.seed)
+    if spec.shape == "rotating":
+        return _rotating(spec, start_ms, rng)
+    return _keyed(spec, start_ms, rng)
+
+
+def _payload(rng: random.Random, size: int) -> str:
+    return rng.randbytes((size + 1) // 2).hex()[:size]
+
+
+def _key_picker(spec: WorkloadSpec, rng: random.Random) -> Callable[[int], str]:
+    if spec.shape == "uniform":
+        return lambda _i: f"k-{rng.randrange(spec.keys)}"
+    if spec.shape == "zipf":
+        cumulative = list(itertools.accumulate((rank + 1) ** -spec.zipf_s for rank in range(spec.keys)))
+        last = spec.keys - 1
+        return lambda _i: f"k-{min(bisect.bisect_right(cumulative, rng.random() * cumulative[-1]), last)}"
+    share = spec.hot_key_share
+
+    # The hot key takes an exact share of the slots, evenly spread, so it never pauses long enough to close its
+    # session: that is what drives it into the max-length cut.
+    def hot_or_other(i: int) -> str:
+        if math.floor((i + 1) * share) > math.floor(i * share):
+            return HOT_KEY
+        return f"k-{rng.randrange(spec.keys - 1)}"
+
+    return hot_or_other
+
+
+def _keyed(spec: WorkloadSpec, start_ms: int, rng: random.Random) -> Iterator[Event]:
+    pick = _key_picker(spec, rng)
+    next_seq: dict[str, int] = {}
+    for i in itertools.count():
+        offset = math.floor(i * 1000 / spec.rate)
+        if offset >= spec.duration_ms:
+            return
+        key = pick(i)
+        seq = next_seq.get(key, 0)
+        next_seq[key] = seq + 1
+        yield Event(key, seq, start_ms + offset, _payload(rng, spec.payload_bytes))
+
+
+def _rotating(spec: WorkloadSpec, start_ms: int, rng: random.Random) -> Iterator[Event]:
+    live, gap = spec.rotation_live_actors, spec.rotation_gap_ms
+    retiring: deque[tuple[int, str]] = deque()  # (second event offset, key), in start order
+    for actor in itertools.count():
+        # Integer arithmetic makes actor n+live start exactly when actor n retires: exactly `live` stay live.
+        first = actor * gap // live
+        if first + gap >= spec.duration_ms:
+            break
+        while retiring and retiring[0][0] <= first:  # retire before the replacement starts
+            offset, key = retiring.popleft()
+            yield Event(key, 1, start_ms + offset, _payload(rng, spec.payload_bytes))
+        key = f"actor-{actor}"
+        yield Event(key, 0, start_ms + first, _payload(rng, spec.payload_bytes))
+        retiring.append((first + gap, key))
+    for offset, key in retiring:
+        yield Event(key, 1, start_ms + offset, _payload(rng, spec.payload_bytes))
+
+
+class Pacer:
+    """Releases event i at start + i / rate seconds on an injectable monotonic clock.
+
+    The producer asks how many events are due, sends them as one burst and sleeps until the next; after a stall the
+    backlog is released at once (catch up, never skip), so event time and send time stay tied together.
+    """
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        if not _is_number(rate) or rate <= 0:
+            raise ValueError(f"rate: must be a finite number of events/s > 0, got {rate!r}")
+        self.rate = rate
+        self._clock = clock
+        self._start: float | None = None
+        self.released = 0
+
+    def take(self, limit: int | None = None) -> int:
+        """Claim the events due now (at most `limit`); the first call starts the schedule and releases event 0."""
+        now = self._clock()
+        if self._start is None:
+            self._start = now
+        due = math.floor((now - self._start) * self.rate) + 1 - self.released
+        count = due if limit is None else min(due, limit)
+        self.released += count
+        return count
+
+    def seconds_until_next(self) -> float:
+        """How long the producer may sleep before the next unclaimed event is due (0 if one is due already)."""
+        if self._start is None:
+            return 0.0
+        return max(0.0, self._start + self.released / self.rate - self._clock())
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    key: str
+    seq: int
+    event_time_ms: int
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A delivery the producer gave up on: it may or may not have landed, so the oracle treats it as uncertain."""
+
+    key: str
+    seq: int
+    event_time_ms: int
+    error: str
+
+
+@dataclass(frozen=True)
+class LedgerContents:
+    acked: list[Acked]
+    failed: list[Failed]
+
+
+class LedgerError(ValueError):
+    """A ledger line that is not a valid record (anywhere but a torn last line)."""
+
+
+_ACKED_FIELDS = {"key": str, "seq": int, "event_time_ms": int, "partition": int, "offset": int}
+_FAILED_FIELDS = {"key": str, "seq": int, "event_time_ms": int, "error": str}
+
+
+def _parse_record(raw: bytes) -> Acked | Failed:
+    """Parse one ledger line; raises ValueError with the reason (the caller adds file and line)."""
+    record = json_object(raw)
+    if record.keys() == _ACKED_FIELDS.keys():
+        fields, kind = _ACKED_FIELDS, Acked
+    elif record.keys() == _FAILED_FIELDS.keys():
+        fields, kind = _FAILED_FIELDS, Failed
+    else:
+        raise ValueError(f"fields {sorted(record)} are neither {sorted(_ACKED_FIELDS)} nor {sorted(_FAILED_FIELDS)}")
+    for name, expected in fields.items():
+        value = record[name]
+        if not isinstance(value, expected) or isinstance(value, bool):
+            raise ValueError(f"field {name!r} must be {expected.__name__}, got {value!r}")
+    return kind(**record)
+
+
+class Ledger:
+    """Append-only JSON-lines record of delivery outcomes, one line per event, written from delivery callbacks.
+
+    Line buffered, so a crashed producer loses at most the line being written; reopening finishes or drops that
+    torn line so appending after a restart cannot glue two records together.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._repair_tail()
+        self._file = open(self.path, "a", encoding="utf-8", buffering=1)
+
+    def _repair_tail(self) -> None:
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - 65536))
+            tail = f.read()
+            if tail.endswith(b"\n"):
+                return
+            cut = tail.rfind(b"\n")
+            if cut < 0 and size > len(tail):
+                raise LedgerError(f"{self.path}: last line is longer than 64 KiB, not a torn record")
+            try:
+                _parse_record(tail[cut + 1 :])
+            except ValueError:
+                f.truncate(size - len(tail) + cut + 1)
+            else:
+                f.write(b"\n")
+
+    def acked(self, event: Event, partition: int, offset: int) -> None:
+        self._write({"key": event.key, "seq": event.seq, "event_time_ms": event.event_time_ms,
+                     "partition": partition, "offset": offset})
+
+    def failed(self, event: Event, error: str) -> None:
+        self._write({"key": event.key, "seq": event.seq, "event_time_ms": event.event_time_ms, "error": error})
+
+    def _write(self, record: dict[str, object]) -> None:
+        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def read(path: str | os.PathLike[str]) -> LedgerContents:
+        """All records; an unterminated last line that does not parse is a torn write and is skipped."""
+        acked: list[Acked] = []
+        failed: list[Failed] = []
+        with open(path, "rb") as f:
+            for lineno, line in enumerate(f, 1):
+                torn_candidate = not line.endswith(b"\n")
+                try:
+                    record = _parse_record(line)
+                except ValueError as exc:
+                    if torn_candidate:
+                        break
+                    raise LedgerError(f"{path}:{lineno}: {exc}") from None
+                (acked if isinstance(record, Acked) else failed).append(record)
+        return LedgerContents(acked, failed)
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    sent: int
+    acked: int
+    failed: int
+    undelivered: int  # still queued after flush: no delivery report, so neither acked nor failed in the ledger
+
+
+def produce(
+    events: Iterable[Event],
+    bootstrap: str,
+    topic: str,
+    ledger: Ledger,
+    pacer: Pacer,
+    stop_event: threading.Event | None = None,
+    progress: Callable[[ProduceResult], None] | None = None,
+    *,
+    config: dict[str, object] | None = None,
+) -> ProduceResult:
+    """Send `events` at the pacer's rate and ledger every delivery report.
+
+    Idempotence plus acks=all means an acknowledged event is in the log exactly once; murmur2_random keeps each key
+    on one partition so per-key order (seq order) survives. `config` overrides producer settings (e.g.
+    message.timeout.ms, which bounds how long a fault can hold a delivery open). `progress` is called about once a
+    second from this thread.
+    """
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        "partitioner": "murmur2_random",
+        **(config or {}),
+    })
+    sent = acked = failed = 0
+
+    def on_delivery(event: Event, err: KafkaError | None, msg: Message) -> None:
+        nonlocal acked, failed
+        if err is None:
+            ledger.acked(event, msg.partition(), msg.offset())
+            acked += 1
+        else:
+            ledger.failed(event, str(err))
+            failed += 1
+
+    def result(undelivered: int) -> ProduceResult:
+        return ProduceResult(sent, acked, failed, undelivered)
+
+    remaining = iter(events)
+    next_progress = time.monotonic() + 1.0
+    try:
+        while stop_event is None or not stop_event.is_set():
+            claimed = pacer.take(limit=1000)
+            burst = list(itertools.islice(remaining, claimed))
+            for event in burst:
+                while True:
+                    try:
+                        producer.produce(topic, value=event.to_json(), key=event.key,
+                                         on_delivery=functools.partial(on_delivery, event))
+                        break
+                    except BufferError:  # local queue full (broker slow or gone): serve deliveries, retry
+                        producer.poll(0.1)
+                sent += 1
+            if len(burst) < claimed:  # the plan is exhausted
+                break
+            producer.poll(max(pacer.seconds_until_next(), 0.001))
+            if progress is not None and time.monotonic() >= next_progress:
+                progress(result(len(producer)))
+                next_progress += 1.0
+    finally:
+        undelivered = producer.flush()
+    return result(undelivered)

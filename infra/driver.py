@@ -1,0 +1,77 @@
+"""Spark drivers against a stack: the session settings every driver uses, and launching one as a process.
+
+A driver always runs on this host as its own process (for both backends), so the harness can kill,
+pause and restart it. Inside the driver, `spark_conf()` turns the stack description plus the credentials
+from the environment into Spark settings; secrets never appear on a command line.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .procs import ManagedProcess
+from .stack import Stack, StackInfo
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def load_stack_info(environ=os.environ) -> StackInfo:
+    return StackInfo.from_json(Path(environ["CHAOS_STACK_JSON"]).read_text())
+
+
+def spark_conf(info: StackInfo, app_name: str, environ=os.environ, proxied_driver: bool = True) -> dict[str, str]:
+    """Settings for a driver on `info`'s stack.
+
+    With proxied_driver, executors reach the driver through the `spark-driver` proxies; a second driver at
+    the same time (a colliding deployment) must pass False and gets ports of its own.
+    """
+    driver = info.driver
+    conf = {
+        "spark.master": info.spark_master,
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(info.spark_jars),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.bindAddress": driver.bind_host,
+        "spark.driver.host": driver.advertised_host if proxied_driver else driver.bind_host,
+        "spark.driver.port": str(driver.rpc_port) if proxied_driver else "0",
+        "spark.driver.blockManager.port": str(driver.block_manager_port) if proxied_driver else "0",
+        "spark.driver.memory": "1g",
+        # A query stopped mid-batch died with StackOverflowError deep in java.util.regex (the default 1 MB
+        # thread stack); a larger stack for the driver's threads lets the stop finish cleanly.
+        "spark.driver.extraJavaOptions": "-Xss16m",
+        "spark.executor.memory": "1g",
+        "spark.cores.max": "2",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.hadoop.fs.s3a.endpoint": info.s3_endpoint,
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "spark.hadoop.fs.s3a.access.key": environ["CHAOS_S3_ACCESS_KEY"],
+        "spark.hadoop.fs.s3a.secret.key": environ["CHAOS_S3_SECRET_KEY"],
+    }
+    return conf
+
+
+def spark_session(info: StackInfo, app_name: str, extra_conf: dict[str, str] | None = None, **kwargs):
+    """A session on the stack; `extra_conf` (e.g. a job profile's fs.s3a settings) goes in before the context
+    starts, since Hadoop settings are read once per filesystem instance."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in {**spark_conf(info, app_name, **kwargs), **(extra_conf or {})}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def launch_driver(stack: Stack, name: str, module: str, args: list[str], env: dict[str, str] | None = None
+                  ) -> ManagedProcess:
+    """Start `python -m module args...` as a driver process logging to the run's logs/<name>.log."""
+    environment = {**os.environ, **stack.job_env(), **(env or {})}
+    return stack.adopt(lambda: ManagedProcess(name, [sys.executable, "-m", module, *args],
+                                              stack.log_dir / f"{name}.log", env=environment))

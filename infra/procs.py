@@ -1,0 +1,100 @@
+"""A child process in its own process group, logging to a file, that can be signalled and stopped.
+
+Each component runs in a new session so one killpg reaches everything it spawned (a Spark worker's
+executors, for example), and a Ctrl-C on the terminal reaches only the harness, which then tears the
+stack down in order.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+class ManagedProcess:
+    def __init__(self, name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None,
+                 cwd: Path | None = None):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            self._popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                           env=env, cwd=cwd, start_new_session=True)
+        self.pid = self._popen.pid
+
+    def alive(self) -> bool:
+        return self._popen.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    def signal(self, signum: int) -> None:
+        """Signal the whole process group (the component and its children)."""
+        try:
+            os.killpg(self.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def signal_leader(self, signum: int) -> None:
+        """Signal only the process itself, e.g. a graceful stop of a PySpark driver: its JVM must not get
+        the SIGTERM too, or it shuts the SparkContext down under the running query."""
+        try:
+            os.kill(self.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the group, SIGKILL whatever is left after `grace` seconds; returns when the group is gone."""
+        self.signal(signal.SIGCONT)  # a paused process cannot act on SIGTERM
+        self.signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while _group_alive(self.pid) and time.monotonic() < deadline:
+            self._popen.poll()
+            time.sleep(0.05)
+        if _group_alive(self.pid):
+            self.signal(signal.SIGKILL)
+            while _group_alive(self.pid):
+                self._popen.poll()
+                time.sleep(0.02)
+        self._popen.wait()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie leader keeps the group "alive" until reaped; treat a group of only zombies as gone.
+    return any(_state(pid) not in ("Z", None) for pid in _members(pgid))
+
+
+def _members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                members.append(int(entry))
+    return members
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None

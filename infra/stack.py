@@ -1,0 +1,422 @@
+"""The Stack: one context manager that starts Kafka, MinIO, Toxiproxy and Spark, says where they are, and
+tears them down on success, failure and interrupt.
+
+    with Stack(run_dir, backend="local") as stack:
+        stack.info.kafka_bootstrap      # through the `kafka` proxy
+        stack.toxiproxy.add_toxic(...)  # faults
+        stack.handles["kafka"].signal(SIGSTOP)
+
+Backends (infra/local.py, infra/containers.py) only launch commands that infra/components.py builds;
+everything else — ports, credentials, proxies, readiness order, teardown — lives here, once.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from . import artifacts, components, registry
+from .artifacts import ArtifactPaths
+from .components import DRIVER_ADVERTISED_HOST, LOOPBACK, LaunchSpec, Ports, Runtime
+from .errors import ComponentError, InfraError
+from .health import wait_until
+from .ports import free_ports
+from .procs import ManagedProcess
+from .toxiproxy import ToxiproxyClient
+
+PROXIES = ("kafka", "s3", "spark-driver", "spark-driver-blocks")
+# Launch order where it matters. A worker that registers while the master is still in STANDBY gets
+# MasterInStandby, ignores it and retries only after 5-15 s (Spark's fixed, fuzzed interval): that race
+# made stack starts take 6 s or 16-20 s at random, on both backends.
+STARTS_AFTER = {"spark-worker": "spark-master"}
+BUCKET = "chaos"
+
+
+class Handle(Protocol):
+    """A running component as a backend sees it: a process group or a container."""
+
+    name: str
+    log_path: Path
+
+    def alive(self) -> bool: ...
+    def signal(self, signum: int) -> None: ...
+    def stop(self, grace: float = 5.0) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+
+    def runtime(self, host_artifacts: ArtifactPaths) -> Runtime: ...
+    def launch(self, spec: LaunchSpec, log_path: Path) -> Handle: ...
+    def run_to_completion(self, spec_name: str, argv: list[str], env: dict[str, str], log_path: Path,
+                          timeout: float) -> int: ...
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class DriverSlot:
+    """Ports a Spark driver binds, and the address executors are told to use (the `spark-driver` proxy)."""
+
+    bind_host: str
+    advertised_host: str
+    rpc_port: int
+    block_manager_port: int
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    """Where everything is. Safe to write to disk: it holds no secret."""
+
+    backend: str
+    run_dir: str
+    kafka_bootstrap: str          # through the `kafka` proxy: what the job and the workload use
+    kafka_internal_bootstrap: str  # straight to the broker: harness probes that must work during faults
+    s3_endpoint: str              # through the `s3` proxy
+    s3_direct_endpoint: str
+    bucket: str
+    toxiproxy_api: str
+    spark_master: str
+    spark_master_ui: str
+    spark_jars: list[str]
+    spark_home: str
+    driver: DriverSlot
+    proxies: dict[str, dict[str, str]]
+    start_seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "StackInfo":
+        raw = json.loads(text)
+        raw["driver"] = DriverSlot(**raw["driver"])
+        return cls(**raw)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    access_key: str
+    secret_key: str
+
+    @classmethod
+    def random(cls) -> "Credentials":
+        return cls("chaos-" + secrets.token_hex(6), secrets.token_urlsafe(24))
+
+    def as_env(self) -> dict[str, str]:
+        return {"CHAOS_S3_ACCESS_KEY": self.access_key, "CHAOS_S3_SECRET_KEY": self.secret_key}
+
+
+def _backend(name: str) -> Backend:
+    if name == "local":
+        from .local import LocalBackend
+
+        return LocalBackend()
+    if name == "containers":
+        from .containers import ContainersBackend  # noqa: F401 - arrives with the containers issue
+
+        return ContainersBackend()
+    raise InfraError(f"unknown backend {name!r}; allowed: local, containers")
+
+
+class Stack:
+    # 4 worker cores on a 2-core machine: slots, not CPUs. Each driver takes 2 (spark.cores.max), so a second
+    # driver at the same time (a colliding deployment) gets executors instead of waiting forever for cores.
+    def __init__(self, run_dir: Path, backend: str | Backend = "local", worker_cores: int = 4,
+                 worker_memory: str = "3g", keep_data: bool = False,
+                 progress: Callable[[str], None] = lambda message: None):
+        self.run_dir = Path(run_dir).resolve()
+        self.backend = _backend(backend) if isinstance(backend, str) else backend
+        self.worker_cores = worker_cores
+        self.worker_memory = worker_memory
+        self.keep_data = keep_data
+        self.progress = progress
+        self.credentials = Credentials.random()
+        self.handles: dict[str, Handle] = {}
+        self.info: StackInfo | None = None
+        self.toxiproxy: ToxiproxyClient | None = None
+        self.children: list[Handle] = []  # drivers and other processes started against the stack
+        self._specs: dict[str, LaunchSpec] = {}  # what start() launched, for restart()
+        self._ports: Ports | None = None
+        self._lock = threading.Lock()
+        self._closing = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def __enter__(self) -> "Stack":
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def stack_dir(self) -> Path:
+        return self.run_dir / "stack"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / "logs"
+
+    def start(self) -> StackInfo:
+        started = time.monotonic()
+        _check_free_space(self.run_dir)
+        # What runs killed with SIGKILL left running is stopped first; this run records what it starts.
+        registry.cleanup_dead(self.progress)
+        self._record = registry.RunRecord(owner=registry.owner_label(), pid=os.getpid(), run_dir=str(self.run_dir),
+                                          backend=self.backend.name)
+        self._record.save()
+        # The driver always runs on this host, so the jars it passes to Spark are host paths.
+        host_artifacts = artifacts.verify()
+        runtime = self.backend.runtime(host_artifacts)
+        ports = Ports(*free_ports(Ports.count(), hosts=(LOOPBACK, DRIVER_ADVERTISED_HOST)))
+        for directory in ("kafka-data", "minio-data", "spark-work", "config"):
+            (self.stack_dir / directory).mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        config = self.stack_dir / "config"
+        (config / "kafka.properties").write_text(components.kafka_properties(ports, self.stack_dir / "kafka-data"))
+        (config / "kafka-log4j2.properties").write_text(components.KAFKA_LOG4J)
+        self.toxiproxy = ToxiproxyClient(LOOPBACK, ports.toxiproxy_api)
+
+        specs = [
+            components.toxiproxy(runtime, ports),
+            components.minio(runtime, ports, self.stack_dir / "minio-data", self.credentials.access_key,
+                             self.credentials.secret_key),
+            components.kafka(runtime, ports, config, ready=lambda: self._kafka_ready(ports)),
+            components.spark_master(runtime, ports),
+            components.spark_worker(runtime, ports, self.stack_dir / "spark-work", self.worker_cores,
+                                    self.worker_memory),
+        ]
+        seconds: dict[str, float] = {}
+        ready = {spec.name: threading.Event() for spec in specs}
+        self._ports = ports
+        self._specs = {spec.name: spec for spec in specs}
+
+        def bring_up(spec: LaunchSpec) -> None:
+            try:
+                seconds[spec.name] = self._bring_up(spec, ports, ready)
+            finally:
+                ready[spec.name].set()  # also on failure: nothing waits for a component that will not come
+
+        with ThreadPoolExecutor(max_workers=len(specs)) as pool:
+            futures = [pool.submit(bring_up, spec) for spec in specs]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise next((e for e in errors if isinstance(e, InfraError)), errors[0])
+
+        self._create_bucket(ports)
+        seconds["total"] = round(time.monotonic() - started, 2)
+        self.info = StackInfo(
+            backend=self.backend.name,
+            run_dir=str(self.run_dir),
+            kafka_bootstrap=f"{LOOPBACK}:{ports.kafka_proxy}",
+            kafka_internal_bootstrap=f"{LOOPBACK}:{ports.kafka_internal}",
+            s3_endpoint=f"http://{LOOPBACK}:{ports.s3_proxy}",
+            s3_direct_endpoint=f"http://{LOOPBACK}:{ports.minio}",
+            bucket=BUCKET,
+            toxiproxy_api=f"http://{LOOPBACK}:{ports.toxiproxy_api}",
+            spark_master=f"spark://{LOOPBACK}:{ports.spark_master}",
+            spark_master_ui=f"http://{LOOPBACK}:{ports.spark_master_ui}",
+            spark_jars=[str(p) for p in host_artifacts.spark_jars],
+            # For drivers, which always run on this host: the host's Spark, whatever the servers run from.
+            spark_home=_host_spark_home(),
+            driver=DriverSlot(LOOPBACK, DRIVER_ADVERTISED_HOST, ports.driver_rpc, ports.driver_blocks),
+            proxies={name: {"listen": p.listen, "upstream": p.upstream}
+                     for name, p in self.toxiproxy.proxies().items()},
+            start_seconds=seconds,
+        )
+        (self.stack_dir / "stack.json").write_text(self.info.to_json())
+        return self.info
+
+    def _bring_up(self, spec: LaunchSpec, ports: Ports, ready: dict[str, threading.Event]) -> float:
+        """Prepare, launch and wait until ready; seconds it took. Shared by start() and restart().
+
+        `ready` holds an event per component, set once it is ready (Toxiproxy's once its proxies exist).
+        """
+        t0 = time.monotonic()
+        log_path = self.log_dir / f"{spec.name}.log"
+        if spec.name in STARTS_AFTER:
+            ready[STARTS_AFTER[spec.name]].wait(spec.timeout)
+        if spec.prepare and not self._closing:
+            code = self.backend.run_to_completion(spec.name + "-prepare", spec.prepare, spec.env, log_path,
+                                                  timeout=spec.timeout)
+            if code != 0:
+                raise ComponentError(f"{spec.name} preparation failed with exit {code}; see {log_path}")
+        handle = self.adopt(lambda: self.backend.launch(spec, log_path), spec.name)
+        self.progress(f"started {spec.name}, waiting until it is ready")
+        if spec.name == "kafka":  # its readiness goes through the proxy
+            ready["toxiproxy"].wait(spec.timeout)
+        wait_until(spec.name, spec.ready, spec.timeout, log_path,
+                   alive=lambda: handle.alive() and not self._closing)
+        if spec.name == "toxiproxy":
+            self._create_proxies(ports)
+        seconds = round(time.monotonic() - t0, 2)
+        self.progress(f"{spec.name} ready in {seconds:.1f} s")
+        return seconds
+
+    def restart(self, component: str, grace: float = 5.0) -> float:
+        """Stop one server component and start it again in place; seconds until it is ready again.
+
+        Same command, ports, configuration and data directory, so clients reconnect to the same address and
+        find their data (a broker killed with SIGKILL that comes back). Works on a component that is already
+        dead. A restarted Toxiproxy gets its proxies again, without toxics. Drivers are not components:
+        restart them with infra.driver.launch_driver.
+        """
+        specs = self._specs
+        if component not in specs:
+            raise InfraError(f"cannot restart {component!r}: not a component of this stack "
+                             f"(components: {', '.join(specs) or 'none, the stack is not started'})")
+        if self._closing:
+            raise InfraError(f"cannot restart {component}: the stack is shutting down")
+        self.progress(f"restarting {component}")
+        old = self.handles.get(component)
+        if old is not None:
+            old.stop(grace)
+        ready = {name: threading.Event() for name in specs}
+        for event in ready.values():
+            event.set()  # every other component is up (a restarted Toxiproxy recreates its proxies itself)
+        return self._bring_up(specs[component], self._ports, ready)
+
+    def _create_proxies(self, ports: Ports) -> None:
+        routes = {
+            "kafka": (f"{LOOPBACK}:{ports.kafka_proxy}", f"{LOOPBACK}:{ports.kafka_external}"),
+            "s3": (f"{LOOPBACK}:{ports.s3_proxy}", f"{LOOPBACK}:{ports.minio}"),
+            "spark-driver": (f"{DRIVER_ADVERTISED_HOST}:{ports.driver_rpc}", f"{LOOPBACK}:{ports.driver_rpc}"),
+            "spark-driver-blocks": (f"{DRIVER_ADVERTISED_HOST}:{ports.driver_blocks}",
+                                    f"{LOOPBACK}:{ports.driver_blocks}"),
+        }
+        for name in PROXIES:
+            listen, upstream = routes[name]
+            self.toxiproxy.create_proxy(name, listen=listen, upstream=upstream)
+
+    @staticmethod
+    def _kafka_ready(ports: Ports) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": f"{LOOPBACK}:{ports.kafka_proxy}", "log_level": 0})
+        metadata = admin.list_topics(timeout=2)
+        return bool(metadata.brokers)
+
+    def _create_bucket(self, ports: Ports) -> None:
+        client = self.s3_client(direct=True, endpoint=f"http://{LOOPBACK}:{ports.minio}")
+        if not client.bucket_exists(BUCKET):
+            client.make_bucket(BUCKET)
+
+    def s3_client(self, direct: bool = False, endpoint: str | None = None):
+        """A MinIO client through the `s3` proxy (or straight to MinIO for harness probes)."""
+        from minio import Minio
+
+        endpoint = endpoint or (self.info.s3_direct_endpoint if direct else self.info.s3_endpoint)
+        return Minio(endpoint.removeprefix("http://"), access_key=self.credentials.access_key,
+                     secret_key=self.credentials.secret_key, secure=False)
+
+    def job_env(self) -> dict[str, str]:
+        """Environment for a Spark driver process running against this stack (secrets only here)."""
+        # Python workers (also the driver-side ones transformWithState starts) must be this interpreter,
+        # which has the pinned packages; a bare `python3` on PATH may lack pandas.
+        return {**self.credentials.as_env(), "CHAOS_STACK_JSON": str(self.stack_dir / "stack.json"),
+                "SPARK_LOCAL_IP": LOOPBACK, "SPARK_HOME": self.info.spark_home,
+                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+    def adopt(self, launch: Callable[[], Handle], component: str | None = None) -> Handle:
+        """Launch under the stack's lock and register the result, so teardown always sees it.
+
+        Once teardown has begun nothing new starts: an interrupt during start-up cannot race a launch.
+        """
+        with self._lock:
+            if self._closing:
+                raise InfraError("the stack is shutting down; nothing new is started")
+            handle = launch()
+            if component is None:
+                self.children.append(handle)
+            else:
+                self.handles[component] = handle
+            record = getattr(self, "_record", None)
+            if record is not None and isinstance(handle, ManagedProcess):  # containers are cleaned by label
+                record.groups[f"{component or handle.name}-{handle.pid}"] = handle.pid
+                record.save()
+            return handle
+
+    def reset(self) -> None:
+        """Between experiments: every toxic removed, every proxy enabled; processes keep running."""
+        if self.toxiproxy is not None:
+            self.toxiproxy.reset()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        with _signals_deferred():
+            try:
+                if self.toxiproxy is not None and "toxiproxy" in self.handles:
+                    try:
+                        self.reset()
+                    except InfraError:
+                        pass  # the proxy server dies with the stack anyway
+                for group in (self.children, list(self.handles.values())):  # drivers before servers
+                    with ThreadPoolExecutor(max_workers=max(1, len(group))) as pool:
+                        list(pool.map(lambda h: h.stop(), group))
+                self.backend.close()
+            finally:
+                if not self.keep_data:
+                    for directory in ("kafka-data", "minio-data", "spark-work"):
+                        shutil.rmtree(self.stack_dir / directory, ignore_errors=True)
+                record = getattr(self, "_record", None)
+                if record is not None and not any(h.alive() for h in [*self.children, *self.handles.values()]):
+                    record.remove()  # kept if something survived teardown: the next start stops it
+
+
+def _host_spark_home() -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise InfraError("pyspark is not installed in this environment; run: make setup")
+    return str(Path(spec.origin).parent)
+
+
+# Kafka's and MinIO's data, Spark's work directories and every log of a suite run live in the run directory.
+MIN_FREE_BYTES = 512 * 1024 * 1024
+
+
+def _check_free_space(run_dir: Path) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(run_dir).free
+    if free < MIN_FREE_BYTES:
+        raise InfraError(f"only {free / 2**20:.0f} MB free for the run directory {run_dir}; a run needs at least "
+                         f"{MIN_FREE_BYTES / 2**20:.0f} MB (broker and MinIO data, Spark work, logs): free space or "
+                         f"give --out another directory")
+
+
+@contextmanager
+def _signals_deferred():
+    """Hold SIGINT/SIGTERM while tearing down, so a second Ctrl-C cannot leave processes behind.
+
+    The signals are re-delivered once teardown is done. Only the main thread may change handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in pending[:1]:
+            signal.raise_signal(signum)

@@ -1,0 +1,241 @@
+"""`python -m job --profile hardened|naive|baseline ...`: run the sessionization job as a driver process.
+
+Runs until SIGTERM/SIGINT (graceful stop), until --run-seconds pass, or until it gives up. Stack endpoints and
+credentials come from the environment the harness sets (CHAOS_STACK_JSON, CHAOS_S3_*).
+
+Start-up order (hardened): take the checkpoint's lease (refused in seconds if another deployment holds it),
+verify the state version to be loaded (repair or roll back if damaged), then start Spark and the query under
+the supervisor. Every outcome that ends the job is one line on stderr starting with `job:`; exit codes:
+
+    0  stopped on request (or after --run-seconds)
+    1  the query failed and is not restarted (unsupervised, or a fatal error)
+    2  bad arguments
+    3  refused: another deployment owns the checkpoint
+    4  failure budget exceeded (supervised restarts gave up)
+    5  no retained state version verifies
+    6  the lease was lost while running (another deployment took the checkpoint over)
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from pyspark.errors import StreamingQueryException
+
+from infra.driver import load_stack_info, spark_session
+
+from . import sessions
+from .integrity import Integrity, IntegrityError
+from .lease import CheckpointLease, LeaseHeld, LeaseLost
+from .objectstore import ObjectStore
+from .progress import ProgressFileListener
+from .settings import Settings, from_args
+from .sink import BatchWriter
+from .supervisor import BudgetExceeded, RestartPolicy, classify, first_line, root_cause
+
+EXIT_STOPPED, EXIT_FAILED, EXIT_REFUSED, EXIT_BUDGET, EXIT_INTEGRITY, EXIT_LEASE_LOST = 0, 1, 3, 4, 5, 6
+
+
+def say(message: str) -> None:
+    print(f"job: {message}", file=sys.stderr, flush=True)
+
+
+def _configure(spark, settings: Settings) -> None:
+    conf = spark.conf
+    conf.set("spark.sql.streaming.minBatchesToRetain", str(settings.min_batches_to_retain))
+    conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+             str(settings.changelog_checkpointing).lower())
+    # Spark 4.3 turns it on by default: set it either way, so the switch means what it says.
+    conf.set("spark.sql.streaming.stateStore.autoSnapshotRepair.enabled", str(settings.spark_snapshot_repair).lower())
+    for name, value in settings.state_store_options.items():
+        conf.set(f"spark.sql.streaming.stateStore.{name}", value)
+
+
+def _start_query(spark, settings: Settings, info, guard):
+    reader = (spark.readStream.format("kafka")
+              .option("kafka.bootstrap.servers", info.kafka_bootstrap)
+              .option("subscribe", settings.topic)
+              .option("startingOffsets", "earliest"))
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+    for option, value in settings.kafka_options.items():
+        reader = reader.option(option, value)
+    bucket_uri = f"s3a://{info.bucket}"
+    return (sessions.build(sessions.parse_events(reader.load()), settings)
+            .writeStream
+            .foreachBatch(BatchWriter(spark, f"{bucket_uri}/{settings.output_suffix}", guard=guard))
+            .option("checkpointLocation", f"{bucket_uri}/{settings.checkpoint_suffix}")
+            .outputMode("append")
+            .trigger(processingTime=f"{settings.trigger_ms} milliseconds")
+            .queryName(f"sessionize_{settings.profile}")
+            .start())
+
+
+class Job:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.info = load_stack_info()
+        self.stop_requested: list[int] = []
+        self.lease_lost: list[str] = []
+        self.lease: CheckpointLease | None = None
+        self.integrity: Integrity | None = None
+        self.checkpoint_uri = f"s3a://{self.info.bucket}/{settings.checkpoint_suffix}"
+
+    def _store(self) -> ObjectStore:
+        return ObjectStore.connect(self.info.s3_endpoint, os.environ["CHAOS_S3_ACCESS_KEY"],
+                                   os.environ["CHAOS_S3_SECRET_KEY"], self.info.bucket)
+
+    def run(self) -> int:
+        settings = self.settings
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda number, frame: self.stop_requested.append(number))
+        if settings.lease or settings.verify_state:
+            store = self._store()
+            if settings.lease:
+                self.lease = CheckpointLease(store, f"{settings.checkpoint_suffix}/_lease", settings.deployment,
+                                             self.checkpoint_uri, ttl_s=settings.lease_ttl_ms / 1000, say=say)
+            if settings.verify_state:
+                self.integrity = Integrity(store, settings.checkpoint_suffix, settings.output_suffix, say=say)
+        try:
+            return self._supervise()
+        finally:
+            if self.lease is not None:
+                self.lease.stop()
+
+    def _start(self, state: dict, guard):
+        """One attempt to (re)start: the lease first (a refusal must come before Spark starts), then the state
+        check, then Spark and the query. Raises whatever failed; LeaseHeld and IntegrityError are final."""
+        settings = self.settings
+        if self.lease is not None and not state["leased"]:
+            self.lease.acquire()
+            self.lease.start_renewing(on_lost=self.lease_lost.append)
+            state["leased"] = True
+        if self.integrity is not None and state["verify"]:
+            self.integrity.verify_and_repair()
+            state["verify"] = False
+        if state["spark"] is None:
+            spark = spark_session(self.info, f"sessionize-{settings.profile}-{settings.deployment}",
+                                  extra_conf={**{f"spark.hadoop.fs.s3a.{k}": v for k, v in settings.s3a_options.items()},
+                                              **settings.spark_options},
+                                  proxied_driver=settings.proxied_driver)
+            spark.sparkContext.setLogLevel("WARN")
+            _configure(spark, settings)
+            spark.streams.addListener(ProgressFileListener(settings.progress_file,
+                                                           on_progress=self._on_progress(state["policy"])))
+            state["spark"] = spark
+        return _start_query(state["spark"], settings, self.info, guard)
+
+    def _failed(self, policy: RestartPolicy, kind: str, cause: str) -> int | None:
+        """A failed attempt: an exit code, or None after backing off for a restart."""
+        if kind == "fatal" or not self.settings.supervise:
+            say(f"query failed: {cause}")
+            return EXIT_LEASE_LOST if "LeaseLost" in cause or "lost the lease" in cause else EXIT_FAILED
+        try:
+            backoff = policy.failed(cause)
+        except BudgetExceeded as exceeded:
+            say(f"stopped: {exceeded}")
+            return EXIT_BUDGET
+        say(f"query failed ({kind}): {cause}; restart {len(policy.failures)} of budget {policy.budget} "
+            f"in {backoff:.1f} s")
+        return EXIT_STOPPED if self._sleep(backoff) else None
+
+    def _supervise(self) -> int:
+        settings = self.settings
+        policy = RestartPolicy(budget=settings.failure_budget if settings.supervise else 0,
+                               window_s=settings.failure_window_ms / 1000,
+                               backoff_initial_s=settings.backoff_initial_ms / 1000,
+                               backoff_max_s=settings.backoff_max_ms / 1000)
+        state = {"leased": False, "verify": True, "spark": None, "policy": policy}
+        deadline = time.monotonic() + settings.run_seconds if settings.run_seconds else None
+        guard = self.lease.check if self.lease is not None else None
+        try:
+            while True:
+                if self.stop_requested:
+                    return EXIT_STOPPED
+                try:
+                    query = self._start(state, guard)
+                except LeaseHeld as held:
+                    say(f"refused: {held}")
+                    return EXIT_REFUSED
+                except IntegrityError as error:
+                    say(f"cannot start: {error}")
+                    return EXIT_INTEGRITY
+                except Exception as error:  # S3 or Kafka unreachable while starting: as transient as a failure
+                    if self.stop_requested:
+                        return EXIT_STOPPED  # stopped while starting: the failure is the stop's doing
+                    code = self._failed(policy, classify(str(error)), root_cause(f"{type(error).__module__}.{type(error).__name__}: {error}"))
+                    if code is not None:
+                        return code
+                    continue
+                # Short waits so a stop request or a lost lease is seen promptly (handlers run between py4j calls).
+                while (query.isActive and not self.stop_requested and not self.lease_lost
+                       and (deadline is None or time.monotonic() < deadline)):
+                    try:
+                        query.awaitTermination(1)
+                    except StreamingQueryException:
+                        break  # the query failed: query.exception() below says how
+                failure = query.exception()
+                if query.isActive:
+                    query.stop()
+                if self.lease_lost:
+                    say(f"stopped: {self.lease_lost[0]}")
+                    return EXIT_LEASE_LOST
+                if failure is None or self.stop_requested:
+                    if failure is None:
+                        self._record_last_commit()
+                    return EXIT_STOPPED
+                text = str(failure)
+                cause = root_cause(text)
+                kind = classify(f"{cause}\n{text}")
+                code = self._failed(policy, kind, cause)
+                if code is not None:
+                    return code
+                state["verify"] = kind == "state"
+        finally:
+            if state["spark"] is not None:
+                try:
+                    state["spark"].stop()
+                except Exception as error:  # the JVM is already gone (its group was signalled): nothing to stop
+                    say(f"spark did not stop cleanly ({type(error).__name__}); its JVM had already ended")
+
+    def _on_progress(self, policy: RestartPolicy):
+        def handle(progress: dict) -> None:
+            if progress.get("numInputRows", 0) > 0 or progress.get("stateOperators"):
+                policy.progressed()
+            if self.integrity is not None and progress.get("batchId") is not None:
+                try:
+                    self.integrity.record(int(progress["batchId"]))
+                except Exception as error:  # S3 trouble: this version stays unrecorded (verified the hard way)
+                    say(f"integrity: manifest of batch {progress['batchId']} not written "
+                        f"({type(error).__name__}: {first_line(str(error), 160)})")
+        return handle
+
+    def _record_last_commit(self) -> None:
+        """On a graceful stop, make sure the last committed version has its manifest (the listener is async)."""
+        if self.integrity is None:
+            return
+        try:
+            commits = self.integrity.listing().commits
+            if commits:
+                self.integrity.record(max(commits))
+        except Exception as error:
+            say(f"integrity: final manifest not written ({type(error).__name__})")
+
+    def _sleep(self, seconds: float) -> bool:
+        """Back off; True if a stop was requested meanwhile."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.stop_requested:
+                return True
+            time.sleep(min(0.2, deadline - time.monotonic()))
+        return bool(self.stop_requested)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return Job(from_args(argv)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

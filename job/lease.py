@@ -1,0 +1,206 @@
+"""Checkpoint ownership: one deployment at a time writes a checkpoint, enforced by a lease object in it.
+
+Incident 001 ("_metadata already exists"): two deployments shared one checkpoint directory, and nothing stopped
+the second. Spark has no lock either (FACTS.md): two queries on one checkpoint are detected late and racily.
+Here every deployment holds `<checkpoint>/_lease` before it starts Spark:
+
+- acquire: create the object only if absent (If-None-Match: *). If it exists, read it: a lease of another
+  deployment that has not expired refuses the start (LeaseHeld: one line naming the owner and the path); an
+  expired or released lease, or our own deployment's (a restart after a crash: the platform runs one instance of a
+  deployment), is taken over by replacing it only if its ETag is unchanged (If-Match), with the fencing number
+  raised by one. Two deployments racing for the same expired lease: exactly one If-Match wins.
+- renew: every `ttl/3`, replace-if-unchanged with a new expiry. A failed precondition means someone else took
+  the lease: it is lost for good.
+- before every batch's output (job/sink.py) the holder checks it still holds a lease that has not expired by its
+  own clock; if it cannot prove that, it stops before writing anything (LeaseLost).
+- stop: renewal ends and the lease runs out after its TTL (it is never deleted: MinIO ignores If-Match on
+  DELETE, so a delete could remove another deployment's fresh lease). A restarted instance of the same
+  deployment takes it back at once; another deployment waits for the expiry.
+
+Clocks: expiry is wall-clock milliseconds. Every deployment here runs on one host; across hosts the TTL must
+exceed the clock skew.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from .objectstore import Missing, ObjectStore, PreconditionFailed
+
+
+class LeaseHeld(Exception):
+    """Another deployment owns the checkpoint: this one must not start."""
+
+
+class LeaseLost(Exception):
+    """This deployment no longer owns its checkpoint: it must stop before it commits or writes anything."""
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    owner: str          # the deployment id
+    instance: str       # this process's incarnation (a restarted deployment has a new one)
+    fencing: int        # raised by one on every takeover: a stale holder's number is lower
+    expires_at_ms: int  # 0 when released
+    host: str
+    pid: int
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "LeaseRecord":
+        raw = json.loads(data)
+        return cls(**{name: raw[name] for name in cls.__dataclass_fields__})
+
+
+class CheckpointLease:
+    def __init__(self, store: ObjectStore, key: str, owner: str, checkpoint_uri: str, ttl_s: float = 15.0,
+                 clock: Callable[[], float] = time.time, say: Callable[[str], None] = print):
+        self.store = store
+        self.key = key
+        self.owner = owner
+        self.checkpoint_uri = checkpoint_uri
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self.say = say
+        self.instance = uuid.uuid4().hex[:12]
+        self.record: LeaseRecord | None = None
+        self.etag: str | None = None
+        self.lost: str | None = None  # why, once lost
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _new_record(self, fencing: int) -> LeaseRecord:
+        return LeaseRecord(self.owner, self.instance, fencing, self._now_ms() + int(self.ttl_s * 1000),
+                           socket.gethostname(), os.getpid())
+
+    # -- acquire -----------------------------------------------------------------------------------------------
+    def acquire(self) -> LeaseRecord:
+        for _attempt in range(5):  # a lost race re-reads the winner's record and decides again
+            record = self._new_record(fencing=1)
+            try:
+                self.etag = self.store.put_if_absent(self.key, record.to_bytes())
+                self.record = record
+                self.say(f"lease: acquired {self.checkpoint_uri} (fencing 1)")
+                return record
+            except PreconditionFailed:
+                pass
+            try:
+                data, etag = self.store.get(self.key)
+            except Missing:
+                continue  # removed in between (by hand): try to create again
+            current = LeaseRecord.from_bytes(data)
+            if current.owner == self.owner and current.instance == self.instance:
+                self.record, self.etag = current, etag  # our own write whose answer was lost and retried
+                return current
+            remaining_s = (current.expires_at_ms - self._now_ms()) / 1000
+            if current.owner != self.owner and remaining_s > 0:
+                raise LeaseHeld(f"checkpoint {self.checkpoint_uri} is owned by deployment {current.owner!r} "
+                                f"(pid {current.pid} on {current.host}, fencing {current.fencing}, lease valid "
+                                f"{remaining_s:.0f} s more); give this deployment its own checkpoint path, "
+                                f"or stop {current.owner!r} first")
+            record = self._new_record(fencing=current.fencing + 1)
+            try:
+                self.etag = self.store.put_if_match(self.key, record.to_bytes(), etag)
+            except PreconditionFailed:
+                continue  # another deployment took it over first: read its record
+            self.record = record
+            why = (f"the released lease of {current.owner!r}" if not current.expires_at_ms
+                   else f"the expired lease of {current.owner!r}" if remaining_s <= 0
+                   else "this deployment's previous instance (restarted)")
+            self.say(f"lease: took over {self.checkpoint_uri} from {why} (fencing {record.fencing})")
+            return record
+        raise LeaseHeld(f"checkpoint {self.checkpoint_uri}: lost the race for its lease 5 times; another "
+                        "deployment is starting on it")
+
+    # -- holding -----------------------------------------------------------------------------------------------
+    def renew(self) -> None:
+        with self._lock:
+            if self.lost:
+                raise LeaseLost(self.lost)
+            if self.record is None or self.etag is None:
+                raise LeaseLost("the lease was never acquired")
+            record = self._new_record(self.record.fencing)
+            try:
+                self.etag = self.store.put_if_match(self.key, record.to_bytes(), self.etag)
+            except PreconditionFailed:
+                current = self._current()
+                if current is not None and current[0].instance == self.instance:
+                    # Our own write landed but its answer was lost, and the client's retry found the new ETag.
+                    self.record, self.etag = current
+                    return
+                self.lost = self._describe_loss(current)
+                raise LeaseLost(self.lost) from None
+            self.record = record
+
+    def _current(self) -> tuple[LeaseRecord, str] | None:
+        try:
+            data, etag = self.store.get(self.key)
+            return LeaseRecord.from_bytes(data), etag
+        except Exception:
+            return None
+
+    def _describe_loss(self, current: tuple[LeaseRecord, str] | None) -> str:
+        holder = (f"deployment {current[0].owner!r} (fencing {current[0].fencing})" if current is not None
+                  else "another deployment")
+        return (f"lost the lease on {self.checkpoint_uri}: {holder} holds it now; stopping before the next "
+                f"commit (this deployment had fencing {self.record.fencing if self.record else '?'})")
+
+    def check(self) -> None:
+        """Prove this process holds the lease now, or raise LeaseLost. Called before each batch is computed and
+        again before its output is written: a conditional renewal per call, so a takeover is seen before the
+        next batch commits, not only at the next renewal period. If S3 cannot be reached, the lease still
+        counts until its expiry by our own clock (the batch's own S3 writes fail anyway meanwhile)."""
+        if self.lost:
+            raise LeaseLost(self.lost)
+        if self.record is None:
+            raise LeaseLost("the lease was never acquired")
+        try:
+            self.renew()
+        except LeaseLost:
+            raise
+        except Exception as error:
+            if self.record.expires_at_ms <= self._now_ms():
+                raise LeaseLost(f"the lease on {self.checkpoint_uri} expired and could not be renewed "
+                                f"({type(error).__name__}: {error})") from None
+
+    def start_renewing(self, on_lost: Callable[[str], None]) -> None:
+        def loop() -> None:
+            failing_since = None
+            while not self._stop.wait(self.ttl_s / 3):
+                try:
+                    self.renew()
+                except LeaseLost as lost:
+                    on_lost(str(lost))
+                    return
+                except Exception as error:  # transient: retried next period; check() decides at expiry
+                    if failing_since is None:  # one line per outage, not one per period
+                        failing_since = self._now_ms()
+                        self.say(f"lease: renewal failed ({type(error).__name__}: {str(error)[:160]}); retrying")
+                    continue
+                if failing_since is not None:
+                    self.say(f"lease: renewed again after {(self._now_ms() - failing_since) / 1000:.0f} s of failures")
+                    failing_since = None
+
+        self._thread = threading.Thread(target=loop, name="lease-renewal", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop renewing. The lease is not released: it expires after its TTL. A restarted instance of this
+        deployment takes it back at once; another deployment must wait for the expiry, so a deployment that
+        restarts (or is stopped to be restarted) keeps its checkpoint even when a colliding one starts at the
+        same moment."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)

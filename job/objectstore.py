@@ -1,0 +1,114 @@
+"""The job's own S3 access for its bookkeeping (lease, integrity manifests, rollback), beside Spark's s3a.
+
+It goes through the same endpoint as Spark (the stack's `s3` proxy), so a fault on S3 hits the bookkeeping
+exactly as it hits checkpoints. Conditional writes are what make the lease safe: MinIO honours
+`If-None-Match: *` (create only if absent) and `If-Match: <etag>` (replace only if unchanged) on PutObject,
+and answers 412 PreconditionFailed otherwise. It does *not* honour If-Match on DeleteObject (measured: the
+object is deleted whatever the ETag), so nothing here deletes conditionally.
+
+minio-py 7.2's public put_object cannot send those headers; `_put_object` (the same request, with headers)
+can. The pin in requirements.lock keeps that private method stable, and tests/integration exercise it.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Iterator
+
+
+class PreconditionFailed(Exception):
+    """A conditional write lost: the object exists (create-only) or changed (replace-if-unchanged)."""
+
+
+class Missing(Exception):
+    """The object does not exist."""
+
+
+@dataclass(frozen=True)
+class Listed:
+    key: str
+    size: int
+    etag: str
+
+
+def _etag(value: str | None) -> str:
+    return (value or "").strip('"')
+
+
+class ObjectStore:
+    """Objects under one bucket. Keys are full keys inside the bucket (no leading slash)."""
+
+    def __init__(self, client, bucket: str):
+        self.client = client
+        self.bucket = bucket
+
+    @classmethod
+    def connect(cls, endpoint: str, access_key: str, secret_key: str, bucket: str,
+                timeout_s: float = 10.0) -> "ObjectStore":
+        import urllib3
+        from minio import Minio
+
+        # Bounded waits and a few quick retries: a lease renewal must fail in seconds, not hang on a slow proxy.
+        http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s),
+                                   retries=urllib3.Retry(total=2, backoff_factor=0.2,
+                                                         status_forcelist=(500, 502, 503, 504)))
+        client = Minio(endpoint.removeprefix("http://"), access_key=access_key, secret_key=secret_key,
+                       secure=False, http_client=http)
+        return cls(client, bucket)
+
+    # -- reads ----------------------------------------------------------------------------------------------
+    def get(self, key: str) -> tuple[bytes, str]:
+        """(content, etag); Missing if there is no such object."""
+        from minio.error import S3Error
+
+        try:
+            response = self.client.get_object(self.bucket, key)
+        except S3Error as error:
+            if error.code in ("NoSuchKey", "NoSuchObject"):
+                raise Missing(key) from None
+            raise
+        try:
+            return response.read(), _etag(response.headers.get("ETag"))
+        finally:
+            response.close()
+            response.release_conn()
+
+    def list(self, prefix: str) -> Iterator[Listed]:
+        for obj in self.client.list_objects(self.bucket, prefix=prefix, recursive=True):
+            if obj.is_dir:
+                continue
+            yield Listed(obj.object_name, obj.size or 0, _etag(obj.etag))
+
+    # -- writes ---------------------------------------------------------------------------------------------
+    def put(self, key: str, data: bytes) -> str:
+        result = self.client.put_object(self.bucket, key, io.BytesIO(data), len(data))
+        return _etag(result.etag)
+
+    def put_if_absent(self, key: str, data: bytes) -> str:
+        return self._conditional_put(key, data, {"If-None-Match": "*"})
+
+    def put_if_match(self, key: str, data: bytes, etag: str) -> str:
+        return self._conditional_put(key, data, {"If-Match": f'"{etag}"'})
+
+    def _conditional_put(self, key: str, data: bytes, headers: dict[str, str]) -> str:
+        from minio.error import S3Error
+
+        try:
+            result = self.client._put_object(self.bucket, key, data, headers=headers)
+        except S3Error as error:
+            if error.code == "PreconditionFailed":
+                raise PreconditionFailed(key) from None
+            if error.code in ("NoSuchKey", "NoSuchObject"):  # If-Match on an object that is gone
+                raise PreconditionFailed(key) from None
+            raise
+        return _etag(result.etag)
+
+    def delete(self, key: str) -> None:
+        self.client.remove_object(self.bucket, key)
+
+    def move(self, key: str, to_key: str) -> None:
+        """Copy then delete (S3 has no rename): used to quarantine a damaged file rather than destroy it."""
+        from minio.commonconfig import CopySource
+
+        self.client.copy_object(self.bucket, to_key, CopySource(self.bucket, key))
+        self.client.remove_object(self.bucket, key)

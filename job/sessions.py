@@ -1,0 +1,219 @@
+"""Per-key sessions: one builder per profile, each from the same parsed event stream.
+
+Output rows (every profile): key, start_ms (first event time), end_ms (last event time + gap, as
+Spark's session_window defines it), count, first_seq, last_seq, session_id (sha1 of "key|first_seq",
+16 hex chars: the same id the oracle computes).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from .settings import Settings
+
+EVENT_SCHEMA = "key STRING, seq LONG, event_time_ms LONG, payload STRING"
+SESSION_COLUMNS = ["key", "start_ms", "end_ms", "count", "first_seq", "last_seq", "session_id"]
+SESSION_SCHEMA = ("key STRING, start_ms LONG, end_ms LONG, count LONG, first_seq LONG, last_seq LONG, "
+                  "session_id STRING")
+
+
+def parse_events(kafka_rows: DataFrame) -> DataFrame:
+    return (kafka_rows
+            .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("event"))
+            .select("event.*")
+            .where(F.col("key").isNotNull())
+            .withColumn("event_time", F.timestamp_millis("event_time_ms")))
+
+
+def _session_id(key, first_seq):
+    return F.substring(F.sha1(F.concat(key, F.lit("|"), first_seq.cast("string"))), 1, 16)
+
+
+def session_window_sessions(events: DataFrame, settings: Settings) -> DataFrame:
+    """Event-time sessions with Spark's native session_window; aggregates only.
+
+    With max_session_ms set, sessions are also cut at max_session_ms-aligned boundaries of event time
+    (grouping by the boundary bucket), so no session spans more than max_session_ms and a key that never
+    pauses still closes a session per bucket.
+    """
+    gap = f"{settings.gap_ms} milliseconds"
+    grouped = events.withWatermark("event_time", f"{settings.watermark_ms} milliseconds")
+    keys = [F.col("key")]
+    if settings.max_session_ms:
+        grouped = grouped.withColumn("bucket", F.floor(F.col("event_time_ms") / F.lit(settings.max_session_ms)))
+        keys.append(F.col("bucket"))
+    sessions = (grouped.groupBy(*keys, F.session_window("event_time", gap))
+                .agg(F.min("event_time_ms").alias("start_ms"), F.max("event_time_ms").alias("last_ms"),
+                     F.count(F.lit(1)).alias("count"), F.min("seq").alias("first_seq"),
+                     F.max("seq").alias("last_seq")))
+    return sessions.select(
+        "key", "start_ms", (F.col("last_ms") + F.lit(settings.gap_ms)).alias("end_ms"), "count",
+        "first_seq", "last_seq", _session_id(F.col("key"), F.col("first_seq")).alias("session_id"))
+
+
+class BufferingSessionProcessor(StatefulProcessor):
+    """The incident job's shape: every event of the session kept in list state; the session closes
+    `gap` of *processing* time after its last event; on close the whole list is read back.
+
+    Per-key bookkeeping (the last sequence seen) is kept forever with no TTL, as incident 003's operators
+    kept expired keys: under key rotation it grows without bound.
+    """
+
+    def __init__(self, gap_ms: int):
+        self.gap_ms = gap_ms
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.events = handle.getListState("events", "seq LONG, event_time_ms LONG, payload STRING")
+        self.last_seen = handle.getValueState("last_seen", "last_seq LONG")
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+        for frame in rows:
+            self.events.appendList(list(frame[["seq", "event_time_ms", "payload"]].itertuples(index=False,
+                                                                                             name=None)))
+            self.last_seen.update((int(frame["seq"].max()),))
+        for timer in list(self.handle.listTimers()):
+            self.handle.deleteTimer(timer)
+        self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + self.gap_ms)
+        return iter([])
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+        buffered = list(self.events.get())
+        self.events.clear()
+        if not buffered:
+            return iter([])
+        seqs = [seq for seq, _, _ in buffered]
+        times = [time for _, time, _ in buffered]
+        first_seq = min(seqs)
+        row = {"key": key[0], "start_ms": min(times), "end_ms": max(times) + self.gap_ms,
+               "count": len(buffered), "first_seq": first_seq, "last_seq": max(seqs),
+               "session_id": _python_session_id(key[0], first_seq)}
+        return iter([pd.DataFrame([row], columns=SESSION_COLUMNS)])
+
+    def close(self) -> None:
+        pass
+
+
+def _python_session_id(key: str, first_seq: int) -> str:
+    import hashlib
+
+    return hashlib.sha1(f"{key}|{first_seq}".encode()).hexdigest()[:16]
+
+
+def buffering_sessions(events: DataFrame, settings: Settings) -> DataFrame:
+    return (events.groupBy("key")
+            .transformWithStateInPandas(BufferingSessionProcessor(settings.gap_ms), SESSION_SCHEMA,
+                                        outputMode="Append", timeMode="ProcessingTime"))
+
+
+
+
+# -- transformWithState variants with the hardened rules, measured against session_window --------------
+# The same event-time rules as session_window_sessions, kept in ValueState (aggregates only) and closed by
+# an event-time timer at last + gap. `chaos bench job` measures them; the hardened profile uses whichever
+# is fastest (docs/job.md has the figures).
+
+AGGREGATE_SCHEMA = "start_ms LONG, last_ms LONG, count LONG, first_seq LONG, last_seq LONG"
+
+
+def fold_session(state: tuple | None, events: list[tuple[int, int]], gap_ms: int, max_session_ms: int | None
+                 ) -> tuple[tuple | None, list[tuple]]:
+    """Fold (event_time_ms, seq) events into the open session; return it and the sessions closed on the way.
+
+    A session closes when an event comes more than `gap_ms` after the last one (as session_window:
+    windows that touch merge), or falls into a later
+    max_session_ms-aligned bucket of event time.
+    """
+    closed = []
+    for event_time, seq in sorted(events):
+        if state is not None:
+            start, last, count, first_seq, last_seq = state
+            new_bucket = max_session_ms and event_time // max_session_ms != start // max_session_ms
+            if event_time - last > gap_ms or new_bucket:
+                closed.append(state)
+                state = None
+        if state is None:
+            state = (event_time, event_time, 1, seq, seq)
+        else:
+            start, last, count, first_seq, last_seq = state
+            state = (start, max(last, event_time), count + 1, min(first_seq, seq), max(last_seq, seq))
+    return state, closed
+
+
+def _session_row(key: str, aggregate: tuple, gap_ms: int) -> dict:
+    start, last, count, first_seq, last_seq = aggregate
+    return {"key": key, "start_ms": start, "end_ms": last + gap_ms, "count": count, "first_seq": first_seq,
+            "last_seq": last_seq, "session_id": _python_session_id(key, first_seq)}
+
+
+class AggregateSessionProcessor(StatefulProcessor):
+    """Hardened rules in transformWithState: one ValueState per key, an event-time timer per session."""
+
+    pandas = False
+
+    def __init__(self, gap_ms: int, max_session_ms: int | None):
+        self.gap_ms = gap_ms
+        self.max_session_ms = max_session_ms
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.session = handle.getValueState("session", AGGREGATE_SCHEMA)
+
+    def _events(self, rows) -> list[tuple[int, int]]:
+        if self.pandas:
+            return [(int(t), int(s)) for frame in rows for t, s in zip(frame["event_time_ms"], frame["seq"])]
+        return [(row.event_time_ms, row.seq) for row in rows]
+
+    def _emit(self, rows: list[dict]):
+        if self.pandas:
+            return iter([pd.DataFrame(rows, columns=SESSION_COLUMNS)] if rows else [])
+        from pyspark.sql import Row
+
+        return iter([Row(**row) for row in rows])
+
+    def handleInputRows(self, key, rows, timerValues):
+        state = self.session.get() if self.session.exists() else None
+        state, closed = fold_session(state, self._events(rows), self.gap_ms, self.max_session_ms)
+        for timer in list(self.handle.listTimers()):
+            self.handle.deleteTimer(timer)
+        self.session.update(state)
+        self.handle.registerTimer(state[1] + self.gap_ms)
+        return self._emit([_session_row(key[0], aggregate, self.gap_ms) for aggregate in closed])
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        if not self.session.exists():
+            return self._emit([])
+        row = _session_row(key[0], self.session.get(), self.gap_ms)
+        self.session.clear()
+        return self._emit([row])
+
+    def close(self) -> None:
+        pass
+
+
+class PandasAggregateSessionProcessor(AggregateSessionProcessor):
+    pandas = True
+
+
+def tws_sessions(events: DataFrame, settings: Settings, pandas: bool) -> DataFrame:
+    grouped = events.withWatermark("event_time", f"{settings.watermark_ms} milliseconds").groupBy("key")
+    if pandas:
+        processor = PandasAggregateSessionProcessor(settings.gap_ms, settings.max_session_ms)
+        return grouped.transformWithStateInPandas(processor, SESSION_SCHEMA, outputMode="Append",
+                                                  timeMode="EventTime")
+    processor = AggregateSessionProcessor(settings.gap_ms, settings.max_session_ms)
+    return grouped.transformWithState(processor, SESSION_SCHEMA, outputMode="Append", timeMode="EventTime")
+
+
+def build(events: DataFrame, settings: Settings) -> DataFrame:
+    if settings.profile == "naive":
+        return buffering_sessions(events, settings)
+    if settings.state_impl == "tws-rows":
+        return tws_sessions(events, settings, pandas=False)
+    if settings.state_impl == "tws-pandas":
+        return tws_sessions(events, settings, pandas=True)
+    return session_window_sessions(events, settings)

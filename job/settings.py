@@ -1,0 +1,174 @@
+"""The job's profiles. Every hardened setting says which incident it answers (../shared/incidents/)."""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field, fields, replace
+
+PROFILES = ("hardened", "naive", "baseline")
+STATE_IMPLS = ("session-window", "tws-rows", "tws-pandas")
+
+
+def parse_duration_ms(text: str) -> int:
+    """'500ms', '10s', '2m', '1h' or plain seconds -> milliseconds."""
+    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+    text = str(text).strip()
+    for suffix in ("ms", "s", "m", "h"):
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return int(float(text[: -len(suffix)]) * units[suffix])
+    if text.replace(".", "", 1).isdigit():
+        return int(float(text) * 1000)
+    raise ValueError(f"bad duration {text!r}; use e.g. 500ms, 10s, 2m")
+
+
+@dataclass(frozen=True)
+class Settings:
+    profile: str
+    topic: str
+    deployment: str                  # names the checkpoint and output paths of this deployment
+    progress_file: str               # JSON lines of StreamingQueryProgress, for the harness
+    gap_ms: int = 10_000             # a session closes after this much silence
+    max_session_ms: int | None = None
+    watermark_ms: int | None = None  # event-time lateness allowed before a session may close
+    trigger_ms: int = 1_000
+    max_offsets_per_trigger: int | None = None
+    kafka_options: dict[str, str] = field(default_factory=dict)
+    changelog_checkpointing: bool = False
+    min_batches_to_retain: int = 100
+    run_seconds: float | None = None  # stop by itself after this long (benchmarks); else until SIGTERM
+    state_impl: str = "session-window"  # how the event-time profiles keep sessions (see docs/job.md)
+    # Where this deployment writes, as keys in the bucket; by default under its own name (a second deployment
+    # must be pointed at another's checkpoint on purpose to collide with it).
+    checkpoint_path: str | None = None
+    output_path: str | None = None
+    # Executors reach the driver through the stack's `spark-driver` proxy; a second driver at the same time
+    # (a colliding deployment) cannot bind the same ports and talks to executors directly.
+    proxied_driver: bool = True
+    # Hardening switches (docs/job.md): each can be turned off to show what happens without it.
+    lease: bool = False              # checkpoint ownership (job/lease.py)
+    lease_ttl_ms: int = 15_000
+    verify_state: bool = False       # integrity manifests, verification and rollback (job/integrity.py)
+    supervise: bool = False          # restart a failed query within a failure budget (job/supervisor.py)
+    failure_budget: int = 0          # failures tolerated per window; 0 = the first failure stops the job
+    failure_window_ms: int = 300_000
+    backoff_initial_ms: int = 1_000
+    backoff_max_ms: int = 30_000
+    spark_snapshot_repair: bool = False  # Spark 4.3's own autoSnapshotRepair (measured: docs/job.md)
+    s3a_options: dict[str, str] = field(default_factory=dict)        # spark.hadoop.fs.s3a.* for the job
+    spark_options: dict[str, str] = field(default_factory=dict)      # other Spark settings, set at start
+    state_store_options: dict[str, str] = field(default_factory=dict)  # spark.sql.streaming.stateStore.*
+
+    @property
+    def checkpoint_suffix(self) -> str:
+        return self.checkpoint_path or f"{self.deployment}/checkpoint"
+
+    @property
+    def output_suffix(self) -> str:
+        return self.output_path or f"{self.deployment}/output"
+
+
+def hardened(topic: str, deployment: str, progress_file: str, **overrides) -> Settings:
+    base = Settings(
+        profile="hardened", topic=topic, deployment=deployment, progress_file=progress_file,
+        # 000/002: one key's session state passed 2 GB. Sessions keep aggregates only (never the events),
+        # and no session may outlive max_session_ms, so a key that never pauses still closes sessions.
+        max_session_ms=60_000,
+        # 003: state leaked under key rotation. Event-time sessions with a watermark: once the watermark
+        # passes a session's end, the session is emitted and its state is removed.
+        watermark_ms=5_000,
+        # 001/004: after an outage the backlog arrives at once; bounded batches keep each batch (and its
+        # checkpoint) short instead of one huge batch that times out.
+        max_offsets_per_trigger=20_000,
+        # 001: disconnect loops. Back off between reconnects and give up on a request in bounded time,
+        # so the query fails fast (and is restarted by its supervisor) instead of hanging.
+        kafka_options={
+            "kafka.reconnect.backoff.ms": "250",
+            "kafka.reconnect.backoff.max.ms": "5000",
+            "kafka.request.timeout.ms": "15000",
+            "kafka.default.api.timeout.ms": "30000",
+            "kafka.socket.connection.setup.timeout.ms": "5000",
+            "kafka.socket.connection.setup.timeout.max.ms": "15000",
+            "kafka.metadata.max.age.ms": "10000",
+        },
+        # 001 ("Bad table magic number") and 004 (slow checkpoint storage): upload only the changes of each
+        # batch, and keep enough versions to roll back to. Snapshots every 5 versions, checked for every 15 s,
+        # keep the changelog replay after a restart (or after a damaged snapshot is set aside) short.
+        changelog_checkpointing=True,
+        state_store_options={"minDeltasForSnapshot": "5", "maintenanceInterval": "15s"},
+        # 001 ("_metadata already exists"): one deployment per checkpoint, enforced by a lease.
+        lease=True,
+        # 001 ("Bad table magic number"): verify the state version before loading it; roll back if damaged.
+        # Spark's own snapshot repair (on by default in 4.3) stays on as a second line: measured, it rebuilds a
+        # damaged snapshot from changelogs, but nothing repairs a damaged changelog (docs/job.md).
+        verify_state=True,
+        spark_snapshot_repair=True,
+        # 001/002 ("Exceeded checkpoint tolerable failure threshold"): transient failures restart the query
+        # with backoff (1 s doubling to 10 s: recovery after a heal waits at most that long); 20 failures in
+        # 5 minutes (an outage of several minutes) stop the job with a clear error instead of looping forever.
+        supervise=True,
+        failure_budget=20,
+        backoff_max_ms=10_000,
+        # 002/004: an S3 call gives up in bounded time (a silent connection after 15 s, a whole request after
+        # 60 s, which still lets a 1 MB snapshot through a 50 KB/s link) with a few quick retries, and a failed
+        # task is tried twice, not four times: an S3 outage fails the batch within about half a minute and the
+        # supervisor restarts it, instead of the query stalling for minutes inside nested retries (measured: with
+        # the defaults a batch hung 89 s through a 60 s outage and failed only after ~130 s of one).
+        s3a_options={
+            "connection.timeout": "15s",
+            "connection.establish.timeout": "15s",  # Hadoop raises anything lower to 15 s (and says so)
+            "connection.request.timeout": "60s",
+            "retry.limit": "2",
+            "retry.interval": "250ms",
+            "attempts.maximum": "2",
+        },
+        spark_options={"spark.task.maxFailures": "2"},
+    )
+    return replace(base, **overrides)
+
+
+def naive(topic: str, deployment: str, progress_file: str, **overrides) -> Settings:
+    """Mirrors the incident jobs: every event buffered in list state, processing-time sessions, Kafka
+    defaults, no batch limit, no bound on a session, per-key bookkeeping that is never expired."""
+    return replace(Settings(profile="naive", topic=topic, deployment=deployment, progress_file=progress_file),
+                   **overrides)
+
+
+def baseline(topic: str, deployment: str, progress_file: str, **overrides) -> Settings:
+    """A plain event-time session_window aggregation: the throughput reference for the benchmark."""
+    base = Settings(profile="baseline", topic=topic, deployment=deployment, progress_file=progress_file,
+                    watermark_ms=5_000)
+    return replace(base, **overrides)
+
+
+FACTORIES = {"hardened": hardened, "naive": naive, "baseline": baseline}
+
+
+def from_args(argv: list[str] | None = None) -> Settings:
+    parser = argparse.ArgumentParser(prog="python -m job", description="Sessionization job (system under test)")
+    parser.add_argument("--profile", choices=PROFILES, required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--deployment", required=True, help="names this deployment's checkpoint and output")
+    parser.add_argument("--progress-file", required=True)
+    parser.add_argument("--gap", type=parse_duration_ms)
+    parser.add_argument("--max-session", type=parse_duration_ms)
+    parser.add_argument("--watermark", type=parse_duration_ms)
+    parser.add_argument("--trigger", type=parse_duration_ms)
+    parser.add_argument("--max-offsets-per-trigger", type=int)
+    parser.add_argument("--run-seconds", type=float)
+    parser.add_argument("--state-impl", choices=STATE_IMPLS)
+    parser.add_argument("--checkpoint-path", help="bucket key prefix of the checkpoint (default <deployment>/checkpoint)")
+    parser.add_argument("--output-path", help="bucket key prefix of the output (default <deployment>/output)")
+    parser.add_argument("--settings-json", type=json.loads, default={},
+                        help="JSON object of Settings fields applied last (how the harness passes an arm's settings)")
+    args = parser.parse_args(argv)
+    overrides = {name: value for name, value in {
+        "gap_ms": args.gap, "max_session_ms": args.max_session, "watermark_ms": args.watermark,
+        "trigger_ms": args.trigger, "max_offsets_per_trigger": args.max_offsets_per_trigger,
+        "run_seconds": args.run_seconds, "state_impl": args.state_impl, "checkpoint_path": args.checkpoint_path,
+        "output_path": args.output_path}.items() if value is not None}
+    known = {f.name for f in fields(Settings)}
+    unknown = sorted(set(args.settings_json) - known)
+    if unknown:
+        parser.error(f"--settings-json: unknown setting {unknown[0]!r}; allowed: {', '.join(sorted(known))}")
+    overrides.update(args.settings_json)
+    return FACTORIES[args.profile](args.topic, args.deployment, args.progress_file, **overrides)

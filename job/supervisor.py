@@ -1,0 +1,97 @@
+"""Supervised restarts: a failed query is restarted with exponential backoff, within a failure budget.
+
+Incident 001/002: "Exceeded checkpoint tolerable failure threshold" — the tolerable threshold was 0, so the first
+failed checkpoint killed the job, while the opposite (retry forever) hides a job that can no longer make
+progress. Here a transient failure (Kafka unreachable, an S3 error or timeout during a commit, a lost executor)
+restarts the query after a backoff that doubles up to a cap; failures are counted in a sliding window, and one
+more than the budget stops the job with one line naming the last causes. Fatal failures (a lost lease, state
+that cannot be verified, bad configuration) never restart: restarting cannot fix them.
+
+The policy is pure (a clock in, decisions out) so tests/unit can drive it.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+# Failures no restart can fix. Matched against the first lines of the query's exception.
+FATAL_PATTERNS = (
+    r"LeaseLost|lost the lease",
+    r"IntegrityError",
+    r"AnalysisException|UNRESOLVED_|DATATYPE_MISMATCH|INVALID_OPTION|IllegalArgumentException",
+    r"STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA|STATE_STORE_.*SCHEMA",
+)
+# Failures whose restart must verify (and repair) the checkpoint first: damaged state files, not a state store
+# that could not be read because S3 was unreachable (CANNOT_LOAD_STATE_STORE wraps both).
+STATE_PATTERNS = (r"Bad table magic number", r"block checksum mismatch", r"ZipException", r"UNEXPECTED_FILE_SIZE",
+                  r"Corruption: ")
+UNREACHABLE = r"ConnectException|Connection refused|Connection reset|SocketTimeout|SocketException|SdkClientException"
+
+
+def first_line(text: str | None, limit: int = 300) -> str:
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    return line[:limit]
+
+
+_EXCEPTION_LINE = re.compile(r"^\s*(?:Caused by: )?([a-zA-Z_][\w.$]*(?:Error|Exception|Lost|Held|Exceeded)): (.*)$")
+# Wrappers say that something failed, not what: the cause is below them.
+_WRAPPERS = ("py4j.", "Py4J", "pyspark.errors", "StreamingQueryException", "ForeachBatchUserFuncException",
+             "org.apache.spark.SparkException", "java.util.concurrent.ExecutionException")
+
+
+def root_cause(text: str | None, limit: int = 300) -> str:
+    """The line that names a failure: the deepest exception that is not a wrapper (a Python error raised in
+    foreachBatch is wrapped by py4j and Spark; a Java one sits in a `Caused by:` chain), else the first line."""
+    causes = []
+    for line in (text or "").splitlines():
+        match = _EXCEPTION_LINE.match(line)
+        if match and not match.group(1).split(".")[-1].startswith(_WRAPPERS) and not match.group(1).startswith(_WRAPPERS):
+            causes.append(f"{match.group(1)}: {match.group(2).strip()}")
+    return (causes[-1] if causes else first_line(text))[:limit]
+
+
+def classify(description: str) -> str:
+    """fatal | state | transient"""
+    head = "\n".join((description or "").splitlines()[:5])
+    if any(re.search(p, head) for p in FATAL_PATTERNS):
+        return "fatal"
+    if any(re.search(p, description or "") for p in STATE_PATTERNS):
+        return "state"
+    if re.search(r"CANNOT_LOAD_STATE_STORE", description or "") and not re.search(UNREACHABLE, description or ""):
+        return "state"  # could not load, and not for want of a connection: check the files
+    return "transient"
+
+
+class BudgetExceeded(Exception):
+    """More failures in the window than the budget allows: the job stops."""
+
+
+@dataclass
+class RestartPolicy:
+    budget: int                     # failures tolerated within `window_s`; 0: the first failure stops the job
+    window_s: float = 300.0
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 30.0
+    clock: Callable[[], float] = time.monotonic
+    failures: deque = field(default_factory=deque)  # (time, cause)
+    consecutive: int = 0
+
+    def failed(self, cause: str) -> float:
+        """Record a failure; return the backoff before the restart, or raise BudgetExceeded."""
+        now = self.clock()
+        self.failures.append((now, cause))
+        while self.failures and now - self.failures[0][0] > self.window_s:
+            self.failures.popleft()
+        self.consecutive += 1
+        if len(self.failures) > self.budget:
+            causes = "; ".join(dict.fromkeys(c for _, c in list(self.failures)[-3:]))
+            raise BudgetExceeded(f"failure budget exceeded: {len(self.failures)} failures within "
+                                 f"{self.window_s:.0f} s (budget {self.budget}); last causes: {causes}")
+        return min(self.backoff_max_s, self.backoff_initial_s * 2 ** (self.consecutive - 1))
+
+    def progressed(self) -> None:
+        """A batch completed after a restart: the next failure starts the backoff from the beginning again."""
+        self.consecutive = 0

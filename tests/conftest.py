@@ -1,0 +1,93 @@
+"""Shared fixtures. Integration tests start a real stack (Kafka, MinIO, Toxiproxy, Spark) per module.
+
+Backends: `--backend local,containers` (a comma list) runs the same tests against each. Without
+`--backend`, tests run on `local`, and modules marked `all_backends` (the stack tests) also on
+`containers` when a Docker engine answers — or always with CHAOS_REQUIRE_CONTAINERS=1 (CI), so a missing
+engine fails there instead of being skipped.
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+_ENGINE: list[bool] = []
+_USED = {"containers": False}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--backend", default=None,
+                     help="comma-separated stack backends the integration tests run against (local, containers); "
+                          "default: local, plus containers for `all_backends` tests when a Docker engine answers")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "all_backends: run on every available backend by default, not only local")
+    # A SIGTERM (a CI timeout, `kill`) takes the Ctrl-C path, so fixtures tear their stacks down.
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _containers_available() -> bool:
+    if not _ENGINE:
+        if os.environ.get("CHAOS_REQUIRE_CONTAINERS") == "1":
+            _ENGINE.append(True)
+        else:
+            from infra.containers import engine_status
+
+            _ENGINE.append(engine_status(timeout=3)[0])
+    return _ENGINE[0]
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames:
+        chosen = metafunc.config.getoption("backend")
+        if chosen:
+            backends = [b.strip() for b in chosen.split(",") if b.strip()]
+        else:
+            backends = ["local"]
+            if metafunc.definition.get_closest_marker("all_backends") and _containers_available():
+                backends.append("containers")
+        _USED["containers"] |= "containers" in backends
+        metafunc.parametrize("backend", backends, scope="module")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No container may outlive the tests: remove any this session left (its own, or those of a run it
+    started in a subprocess that died), fail the session if there were any; leftovers of other dead runs are
+    removed and named."""
+    if not _USED["containers"]:
+        return
+    try:
+        from infra import images
+        from infra.containers import LABEL, LABEL_OWNER, LABEL_RUN_DIR, _remove, owner_alive, owner_label
+
+        client = images.docker_client(timeout=10)
+    except Exception:
+        return
+    try:
+        basetemp = str(session.config._tmp_path_factory.getbasetemp())
+    except Exception:
+        basetemp = None
+    ours, others = [], []
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        owner, run_dir = container.labels.get(LABEL_OWNER, ""), container.labels.get(LABEL_RUN_DIR, "")
+        if owner == owner_label() or (basetemp and run_dir.startswith(basetemp) and owner_alive(owner) is False):
+            ours.append(container)
+        elif owner_alive(owner) is False:
+            others.append(container)
+    for container in ours + others:
+        _remove(container)
+    writer = session.config.get_terminal_writer()
+    if others:
+        writer.line(f"removed containers of dead runs: {', '.join(sorted(c.name for c in others))}", yellow=True)
+    if ours:
+        writer.line(f"containers left behind by the tests (now removed): {', '.join(sorted(c.name for c in ours))}",
+                    red=True)
+        if session.exitstatus == 0:
+            session.exitstatus = 1

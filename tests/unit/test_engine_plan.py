@@ -1,0 +1,132 @@
+"""Pure parts of the engine: the workload plan with data-fault windows, pacing, arm settings, the fault registry."""
+from __future__ import annotations
+
+import textwrap
+import time
+from collections import Counter
+
+import pytest
+
+from chaos.faults import IMPLEMENTATIONS, Toxic
+from chaos.faults_catalog import FAULTS
+from chaos.jobrun import EventTimePacer
+from chaos.run import arm_config, planned_events, segments
+from chaos.spec import load_experiment
+from chaos.workload import Event
+
+BASE = """
+name: plan-test
+description: test
+incident: {file: 003-cep-state-leak-key-rotation.txt, error: leak}
+seed: 5
+workload: {shape: uniform, keys: 20, rate: 50, partitions: 2}
+job: {session_gap: 2s, max_session_length: 20s, watermark: 1s}
+phases: {steady: 10s, inject: 20s, recover: 10s}
+arms:
+  hardened: {targets: {lost: 0}}
+  naive: {targets: {lost: 0}}
+"""
+
+
+def spec_with(tmp_path, faults: str, scale: float = 1.0):
+    path = tmp_path / "plan-test.yaml"
+    path.write_text(BASE + textwrap.dedent(faults))
+    return load_experiment(path, scale)
+
+
+def test_a_hot_key_window_reshapes_only_its_window_and_keeps_seqs_unique(tmp_path):
+    spec = spec_with(tmp_path, """
+        faults:
+          - {fault: data.hot_key, at: 5s, duration: 10s, params: {share: 0.5}}
+    """)
+    pieces = segments(spec, {})
+    assert [(start, w.shape) for start, w in pieces] == [(0.0, "uniform"), (15.0, "hot_key"), (25.0, "uniform")]
+    events = planned_events(pieces, start_ms=1_000_000)
+    hot = [e for e in events if e.key == "hot-0"]
+    assert hot and all(1_015_000 <= e.event_time_ms < 1_025_000 for e in hot)
+    assert abs(len(hot) - 0.5 * 50 * 10) <= 1  # half of the window's events
+    pairs = Counter((e.key, e.seq) for e in events)
+    assert max(pairs.values()) == 1
+    for key in {e.key for e in events}:  # per key, seqs are 0..n-1 in event-time order
+        seqs = [e.seq for e in events if e.key == key]
+        assert seqs == list(range(len(seqs)))
+    assert events == sorted(events, key=lambda e: e.event_time_ms)
+    assert abs(len(events) - 50 * 40) <= 3
+
+
+def test_key_rotation_window_uses_the_rate_its_actors_imply(tmp_path):
+    spec = spec_with(tmp_path, """
+        faults:
+          - {fault: data.key_rotation, at: 0s, duration: 20s, params: {live_actors: 10, gap: 4s}}
+    """)
+    pieces = segments(spec, {})
+    rotating = [w for _, w in pieces if w.shape == "rotating"][0]
+    assert rotating.rate == 2000 * 10 / 4000
+    events = planned_events(pieces, 0)
+    actors = {e.key for e in events if e.key.startswith("actor-")}
+    assert len(actors) > 10  # keys retire and new ones replace them
+
+
+def test_jitter_moves_the_window(tmp_path):
+    spec = spec_with(tmp_path, """
+        faults:
+          - {fault: data.hot_key, at: 0s, duration: 5s, start_jitter: 5s}
+    """)
+    assert segments(spec, {0: 2.5})[1][0] == 12.5
+
+
+def test_naive_arm_gets_no_event_time_settings(tmp_path):
+    spec = spec_with(tmp_path, """
+        faults:
+          - {fault: network.down, target: kafka, at: 0s, duration: 5s}
+    """)
+    hardened, naive = arm_config(spec, "hardened"), arm_config(spec, "naive")
+    assert hardened.settings == {"gap_ms": 2000, "max_session_ms": 20000, "watermark_ms": 1000}
+    assert naive.settings == {"gap_ms": 2000}
+    assert "--watermark" not in naive.job_args()
+
+
+def test_event_time_pacer_releases_events_when_due():
+    start_ms = int(time.time() * 1000)
+    events = [Event("k", i, start_ms + offset, "") for i, offset in enumerate((0, 0, 200, 10_000))]
+    pacer = EventTimePacer(events, start_ms)
+    assert pacer.take(1000) == 2
+    assert 0 < pacer.seconds_until_next() <= 0.2
+    time.sleep(0.25)
+    assert pacer.take(1000) == 1
+    assert pacer.take(1000) == 0 and pacer.seconds_until_next() > 9
+
+
+def test_every_catalogued_fault_has_an_implementation():
+    assert set(IMPLEMENTATIONS) == set(FAULTS)
+
+
+@pytest.mark.parametrize("direction, streams", [("both", ("upstream", "downstream")), ("upstream", ("upstream",))])
+def test_toxic_attributes_and_directions(tmp_path, direction, streams):
+    spec = spec_with(tmp_path, f"""
+        faults:
+          - {{fault: network.latency, target: spark-driver, at: 0s, duration: 5s,
+              params: {{latency: 500ms, jitter: 100ms, direction: {direction}}}}}
+    """)
+    toxic = Toxic(spec.faults[0], ctx=None)
+    assert toxic._attributes() == {"latency": 500, "jitter": 100}
+    names = list(toxic._names())
+    assert {proxy for proxy, _, _ in names} == {"spark-driver", "spark-driver-blocks"}
+    assert {stream for _, stream, _ in names} == set(streams)
+
+
+def test_only_a_control_judged_by_log_signatures_alone_may_end_early(tmp_path):
+    from chaos.run import ends_early
+
+    spec = spec_with(tmp_path, """
+        faults:
+          - {fault: network.down, target: kafka, at: 0s, duration: 5s}
+    """)
+    assert not ends_early(spec.arm("hardened")) and not ends_early(spec.arm("naive"))  # naive: lost: 0
+    path = tmp_path / "plan-test.yaml"
+    path.write_text(path.read_text().replace("naive: {targets: {lost: 0}}",
+                                             "naive: {targets: {logs: {expected: [boom]}, lineage: true}}"))
+    assert ends_early(load_experiment(path).arm("naive"))
+    path.write_text(path.read_text().replace("naive: {targets: {logs: {expected: [boom]}, lineage: true}}",
+                                             "naive: {expect: survives, note: why, targets: {logs: {expected: [x]}}}"))
+    assert not ends_early(load_experiment(path).arm("naive"))

@@ -1,0 +1,39 @@
+"""Pure arithmetic over Spark progress records: benchmark throughput and the drain's proofs."""
+from __future__ import annotations
+
+from chaos.bench import _measure
+from chaos.jobrun import _covers, _watermark_ms
+
+
+def batch(rows, ms, state_rows=0, sst=0, memory=0, batch_id=0):
+    return {"batchId": batch_id, "numInputRows": rows, "durationMs": {"triggerExecution": ms},
+            "stateOperators": [{"numRowsTotal": state_rows, "memoryUsedBytes": memory,
+                                "customMetrics": {"rocksdbSstFileSize": sst}}]}
+
+
+def test_throughput_skips_the_start_up_batch_and_empty_batches():
+    batches = [batch(20_000, 19_000), batch(0, 100), batch(20_000, 2_000), batch(10_000, 2_000, 1000, 50_000, 9_000)]
+    measured = _measure(batches)
+    assert measured["eps"] == 7500.0  # 30,000 rows over 4 s; the 19 s first batch is start-up
+    assert measured["batches_measured"] == 2
+    assert measured["state_rows_per_key"] == 1.0
+    assert measured["state_sst_bytes_per_key"] == 50.0 and measured["state_memory_bytes_per_key"] == 9.0
+
+
+def test_no_measured_batch_gives_zero_not_an_error():
+    assert _measure([batch(20_000, 40_000)])["eps"] == 0.0
+    assert _measure([])["batches_measured"] == 0
+
+
+def test_a_batch_covers_offsets_when_its_exclusive_end_is_past_them():
+    progress = {"sources": [{"endOffset": {"t": {"0": 10, "1": 5}}}]}
+    assert _covers(progress, "t", {"0": 9, "1": 4})
+    assert not _covers(progress, "t", {"0": 10, "1": 4})  # offset 10 not read yet: end is exclusive
+    assert not _covers(progress, "other", {"0": 1})
+    as_text = {"sources": [{"endOffset": '{"t": {"0": 10}}'}]}
+    assert _covers(as_text, "t", {"0": 9})
+
+
+def test_watermark_is_read_in_milliseconds():
+    assert _watermark_ms({"eventTime": {"watermark": "1970-01-01T00:00:01.500Z"}}) == 1500
+    assert _watermark_ms({}) == 0

@@ -1,0 +1,54 @@
+"""Wait strategies and port selection: the pure parts of starting components."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from infra.errors import ComponentError
+from infra.health import wait_until
+from infra.ports import free_ports, listening
+
+
+def test_dead_component_is_named_with_its_log(tmp_path):
+    with pytest.raises(ComponentError, match=r"^demo exited during start; see .*demo.log$"):
+        wait_until("demo", ready=lambda: False, timeout=5, log_path=tmp_path / "demo.log", alive=lambda: False)
+
+
+def test_slow_component_times_out_with_its_log(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(ComponentError, match=r"^demo was not ready within 0 s; see .*demo.log$"):
+        wait_until("demo", ready=lambda: False, timeout=0.3, log_path=tmp_path / "demo.log", alive=lambda: True)
+    assert time.monotonic() - started < 2
+
+
+def test_probe_exceptions_mean_not_ready_yet(tmp_path):
+    calls = []
+
+    def flaky() -> bool:
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionError("not listening yet")
+        return True
+
+    assert wait_until("demo", flaky, timeout=5, log_path=tmp_path / "x", alive=lambda: True, interval=0.01) >= 0
+    assert len(calls) == 3
+
+
+def test_free_ports_are_distinct_and_bindable_on_every_host():
+    ports = free_ports(12, hosts=("127.0.0.1", "127.0.0.2"))
+    assert len(set(ports)) == 12
+    for port in ports:
+        for host in ("127.0.0.1", "127.0.0.2"):
+            with socket.socket() as probe:
+                probe.bind((host, port))
+
+
+def test_listening_sees_a_listener_and_its_absence():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert listening("127.0.0.1", port)
+    assert not listening("127.0.0.1", port)
