@@ -78,6 +78,7 @@ class JobArm:
         self.state = ArmState(topic=f"events-{config.profile}-{suffix}", deployment=f"{config.profile}-{suffix}")
         self.job: ManagedProcess | None = None
         self._job_starts = 0
+        self._second_starts = 0
         self.second: ManagedProcess | None = None
         self.on_start: Callable[[ManagedProcess], None] = lambda process: None  # e.g. the log scanner
 
@@ -121,7 +122,9 @@ class JobArm:
         args = ["--profile", self.config.profile, "--topic", self.state.topic,
                 "--deployment", f"{self.state.deployment}-second",
                 "--progress-file", str(self.dir / "progress-second.jsonl"), *config.job_args()]
-        self.second = launch_driver(self.stack, f"job-{self.state.deployment}-second", "job", args)
+        self._second_starts += 1  # one log per second deployment, so each window's lines can be told apart
+        self.second = launch_driver(self.stack, f"job-{self.state.deployment}-second-{self._second_starts}", "job",
+                                    args)
         self.say(f"{self.config.profile}: second deployment started (pid {self.second.pid})")
         self.on_start(self.second)
         return self.second

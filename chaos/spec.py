@@ -691,15 +691,21 @@ def _faults(raw: object, inject: float, scale: float) -> tuple[Fault, ...]:
     path = ("faults",)
     if not isinstance(raw, list) or not raw:
         raise _Invalid(path, f"{_show(raw)} is not a non-empty list", "a list of faults from the catalog")
-    faults = tuple(_fault(item, path + (str(i),), inject, scale) for i, item in enumerate(raw))
-    # Two copies of one fault on one target would fight over the same proxy/toxic/process.
-    for j, later in enumerate(faults):
-        for i, earlier in enumerate(faults[:j]):
-            same = (earlier.fault, earlier.target) == (later.fault, later.target)
-            if same and later.at < earlier.latest_end and earlier.at < later.latest_end:
-                raise _Invalid(path + (str(j),), f"overlaps faults.{i} ({later.fault} on {later.target})",
-                               "one copy of a fault per target at a time")
-    return faults
+    return tuple(_fault(item, path + (str(i),), inject, scale) for i, item in enumerate(raw))
+
+
+def _check_overlaps(faults: tuple[Fault, ...], arms: tuple[Arm, ...]) -> None:
+    """Two copies of one fault on one target in one arm would fight over the same proxy/toxic/process; faults
+    that run in different arms (an arm's `faults` subset) may share a time."""
+    for arm in arms:
+        indices = arm.faults if arm.faults is not None else range(len(faults))
+        for j in indices:
+            for i in (i for i in indices if i < j):
+                earlier, later = faults[i], faults[j]
+                same = (earlier.fault, earlier.target) == (later.fault, later.target)
+                if same and later.at < earlier.latest_end and earlier.at < later.latest_end:
+                    raise _Invalid(("faults", str(j)), f"overlaps faults.{i} ({later.fault} on {later.target}) in "
+                                   f"arm {arm.profile}", "one copy of a fault per target at a time in an arm")
 
 
 def _probe(raw: object, path: Path_) -> Probe:
@@ -871,6 +877,7 @@ def _experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
         raise _Invalid(("arms",), "is empty: nothing would run", " and/or ".join(ARM_PROFILES))
     arms = tuple(_arm(profile, raw_arms[profile], ("arms", profile), probes, phases, faults)
                  for profile in ARM_PROFILES if profile in raw_arms)
+    _check_overlaps(faults, arms)
     return ExperimentSpec(
         source=source, scale=scale, name=name,
         description=_text(top["description"], ("description",)),

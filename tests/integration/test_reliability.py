@@ -36,7 +36,9 @@ def start_run(out: Path, *args: str, env: dict | None = None) -> subprocess.Pope
 def run_dir_of(out: Path, timeout: float = 60) -> Path:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = [p for p in out.iterdir() if p.is_dir() and (p / "run.json").is_file()] if out.exists() else []
+        # The run's own directory, not the `latest` link to it: processes name the real path.
+        found = [p for p in out.iterdir() if p.is_dir() and not p.is_symlink() and (p / "run.json").is_file()] \
+            if out.exists() else []
         if found:
             return found[0]
         time.sleep(0.2)

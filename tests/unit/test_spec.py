@@ -161,7 +161,8 @@ CORPUS = [
      "faults.0.duration: at 15s + start_jitter 0s + duration 10s ends after the inject phase (20s, scale 1); "
      "allowed: at + start_jitter + duration <= phases.inject"),
     ("overlapping faults", _append_fault({"fault": "network.down", "target": "kafka", "at": "3s", "duration": "5s"}),
-     "faults.1: overlaps faults.0 (network.down on kafka); allowed: one copy of a fault per target at a time"),
+     "faults.1: overlaps faults.0 (network.down on kafka) in arm hardened; allowed: one copy of a fault per target "
+     "at a time in an arm"),
     ("recovery longer than recover", _set("arms", "hardened", "targets", "recovery", "within", "30s"),
      "arms.hardened.targets.recovery.within: 30s is longer than the recover phase (10s after scaling): recovery "
      "could not be observed; allowed: within <= phases.recover (targets are not scaled)"),
@@ -457,6 +458,18 @@ def test_an_arm_may_run_a_subset_of_the_faults(tmp_path):
         with pytest.raises(SpecError) as error:
             load_experiment(write(tmp_path, doc))
         assert message in str(error.value)
+
+
+def test_overlapping_copies_of_a_fault_may_run_in_different_arms(tmp_path):
+    doc = base()
+    doc["faults"].append({"fault": "network.down", "target": "kafka", "at": "3s", "duration": "5s"})
+    doc["arms"]["hardened"]["faults"] = [0]
+    doc["arms"]["naive"]["faults"] = [1]
+    spec = load_experiment(write(tmp_path, doc))
+    assert (spec.arm("hardened").faults, spec.arm("naive").faults) == ((0,), (1,))
+    doc["arms"]["naive"]["faults"] = [0, 1]
+    with pytest.raises(SpecError, match=r"faults.1: overlaps faults.0 \(network.down on kafka\) in arm naive"):
+        load_experiment(write(tmp_path, doc))
 
 
 def test_a_log_signature_may_require_a_count(tmp_path):
