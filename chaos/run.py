@@ -66,11 +66,12 @@ def _workload(spec: ExperimentSpec, shape: str, duration_ms: int, seed: int, **c
     return WorkloadSpec(**fields)
 
 
-def segments(spec: ExperimentSpec, jitters: dict[int, float], only: Iterable[int] | None = None
-             ) -> list[tuple[float, WorkloadSpec]]:
-    """(start second, workload) pieces covering the whole run: the spec's workload, except inside the window of
-    a data fault (of the faults `only` names, default all), where the fault's shape runs instead."""
-    total = spec.phases.total
+def segments(spec: ExperimentSpec, jitters: dict[int, float], only: Iterable[int] | None = None,
+             total: float | None = None) -> list[tuple[float, WorkloadSpec]]:
+    """(start second, workload) pieces covering the whole run (`total` seconds, default the spec's phases): the
+    spec's workload, except inside the window of a data fault (of the faults `only` names, default all), where the
+    fault's shape runs instead."""
+    total = spec.phases.total if total is None else total
     windows = []
     chosen = set(range(len(spec.faults)) if only is None else only)
     for index, fault in enumerate(spec.faults):
@@ -166,6 +167,7 @@ class ArmRun:
         # The faults this arm runs, by their index in the spec (the realised schedule is the same for both arms).
         chosen = spec.arm(profile).faults
         self.fault_indices = list(range(len(spec.faults))) if chosen is None else list(chosen)
+        self.phases = spec.phases_of(profile)  # with a subset of the faults, the inject phase covers only those
 
     def _job_started(self, process) -> None:
         self.logs.watch(process.log_path)
@@ -192,8 +194,8 @@ class ArmRun:
             if not self._warm_up():
                 return
             start_ms = int(time.time() * 1000) + 500
-            events = planned_events(segments(self.spec, jitters, self.fault_indices), start_ms)
-            self.say(f"{len(events)} events planned over {self.spec.phases.total:.0f} s")
+            events = planned_events(segments(self.spec, jitters, self.fault_indices, self.phases.total), start_ms)
+            self.say(f"{len(events)} events planned over {self.phases.total:.0f} s")
             producer = threading.Thread(target=self._produce, args=(stop_producing, events, start_ms),
                                         name="producer", daemon=True)
             sampler = Sampler(self.history, self.arm.state.topic, self.stack.info.kafka_internal_bootstrap,
@@ -285,7 +287,7 @@ class ArmRun:
         A fault that takes a while to inject (a job restarted on a damaged checkpoint, a staggered second
         deployment) delays only its own heal, never the phases or the other faults. A fault that cannot be
         injected or healed is an environment error for the history (UNKNOWN), not a job failure."""
-        phases = self.spec.phases
+        phases = self.phases
         self._fault_threads = []
         for index, fault in faults:
             planned = self.spec.faults[index]
@@ -363,7 +365,7 @@ class ArmRun:
         name, start, end = self._phase
         sample = getattr(getattr(self, "sampler", None), "last_sample", None) or {}
         elapsed = now - self._t0
-        left = max(0.0, self.spec.phases.total - elapsed) + ARM_OVERHEAD_S / 2 + self.remaining_after_s
+        left = max(0.0, self.phases.total - elapsed) + ARM_OVERHEAD_S / 2 + self.remaining_after_s
 
         def show(key: str, unit: str = "") -> str:
             value = sample.get(key)
@@ -449,7 +451,8 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
     _write_json(run_dir / "run.json", run)
     status = "error"
     # planned seconds of every arm still to run, for the progress lines' "time left"
-    remaining = [spec.phases.total + ARM_OVERHEAD_S for _directory, spec in planned for arm in spec.arms
+    remaining = [spec.phases_of(arm.profile).total + ARM_OVERHEAD_S for _directory, spec in planned
+                 for arm in spec.arms
                  if not arms or arm.profile in arms]
     try:
         with Stack(run_dir, backend=backend, progress=say) as stack:

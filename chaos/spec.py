@@ -201,6 +201,16 @@ class ExperimentSpec:
                 return arm
         raise KeyError(f"{self.name} has no {profile!r} arm; it has {', '.join(a.profile for a in self.arms)}")
 
+    def phases_of(self, profile: str) -> Phases:
+        """The phases one arm runs: an arm that runs a subset of the faults injects only until the last of them
+        can have ended, so a control given one long window and a subject given two short ones each take the time
+        their own faults need."""
+        chosen = self.arm(profile).faults
+        if chosen is None:
+            return self.phases
+        inject = min(self.phases.inject, max(self.faults[i].latest_end for i in chosen))
+        return dataclasses.replace(self.phases, inject=inject)
+
     def apply_settings(self, profile: str, base: Settings) -> Settings:
         """The profile's Settings (built by job.settings for this run) with this spec's overrides for that arm.
         kafka_options are merged over the profile's own, so one option does not drop the others."""

@@ -43,8 +43,9 @@ def suite_timing(run_dir: Path) -> dict:
             history = experiment / arm.profile / "history.jsonl"
             if not history.is_file():
                 continue
-            scheduled += spec.phases.total
-            arms.append({"experiment": name, "profile": arm.profile, "scheduled_s": round(spec.phases.total, 1),
+            phases = spec.phases_of(arm.profile)  # an arm running a subset of the faults runs its own inject
+            scheduled += phases.total
+            arms.append({"experiment": name, "profile": arm.profile, "scheduled_s": round(phases.total, 1),
                          **arm_timing(history)})
     wall = _seconds(run["started"], run["ended"]) if run.get("ended") else None
     return {"run": str(run_dir), "suite": run.get("suite"), "status": run.get("status"), "arms": arms,

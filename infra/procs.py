@@ -20,6 +20,10 @@ class ManagedProcess:
         self.argv = argv
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        # Every process carries its log path (under the run directory) in its environment: that is how a later
+        # `chaos clean` and the tests tell a run's processes from others (Toxiproxy's and the Spark master's
+        # command lines name nothing of the run) after the harness that started them was killed.
+        env = {**(os.environ if env is None else env), "CHAOS_PROCESS_LOG": str(log_path)}
         with open(log_path, "ab") as log:
             self._popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                            env=env, cwd=cwd, start_new_session=True)

@@ -460,6 +460,17 @@ def test_an_arm_may_run_a_subset_of_the_faults(tmp_path):
         assert message in str(error.value)
 
 
+def test_an_arm_with_a_subset_of_the_faults_injects_only_as_long_as_they_need(tmp_path):
+    doc = base()
+    doc["faults"].append({"fault": "network.latency", "target": "s3", "at": "2s", "duration": "3s",
+                          "params": {"latency": "100ms"}})
+    doc["arms"]["naive"]["faults"] = [1]
+    spec = load_experiment(write(tmp_path, doc))
+    assert spec.phases_of("hardened") == spec.phases
+    naive = spec.phases_of("naive")
+    assert (naive.steady, naive.inject, naive.recover) == (spec.phases.steady, 5.0, spec.phases.recover)
+
+
 def test_overlapping_copies_of_a_fault_may_run_in_different_arms(tmp_path):
     doc = base()
     doc["faults"].append({"fault": "network.down", "target": "kafka", "at": "3s", "duration": "5s"})
