@@ -981,6 +981,14 @@ def _from_overrides(overrides: object, path: Path_) -> bool:
 _SUITE = ("name", "description", "scale", "repeat", "experiments")
 
 
+def _only_arms(spec: ExperimentSpec, raw: object, path: Path, epath: Path_) -> ExperimentSpec:
+    have = [arm.profile for arm in spec.arms]
+    if not isinstance(raw, list) or not raw or any(name not in have for name in raw) or len(set(raw)) != len(raw):
+        raise SpecError(f"{path}: {_dotted(epath)}: {_show(raw)} is not valid; allowed: a non-empty list of "
+                        f"distinct arms of {spec.name}: {', '.join(have)}")
+    return dataclasses.replace(spec, arms=tuple(arm for arm in spec.arms if arm.profile in raw))
+
+
 def load_suite(path: str | Path, scale: float | None = None) -> Suite:
     """Load a suite: every experiment with the suite's overrides merged in and its scale applied, all validated.
     An error caused by an override names the suite file and the override's path. `scale` replaces the suite's
@@ -1010,7 +1018,7 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
     for i, raw in enumerate(raw_entries):
         epath = ("experiments", str(i))
         try:
-            entry = _mapping(raw, epath, ("path", "scale", "overrides"), required=("path",))
+            entry = _mapping(raw, epath, ("path", "scale", "overrides", "arms"), required=("path",))
             relative = _text(entry["path"], epath + ("path",))
             overrides = _mapping(entry.get("overrides", {}), epath + ("overrides",), _TOP)
             entry_scale = (_number(entry["scale"], epath + ("scale",), above=0) if "scale" in entry else None)
@@ -1028,6 +1036,8 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
                 raise SpecError(f"{path}: {_dotted(epath + ('overrides',) + exc.path)}: {exc.what}; "
                                 f"allowed: {exc.allowed}") from None
             raise SpecError(f"{experiment_path}: {_dotted(exc.path)}: {exc.what}; allowed: {exc.allowed}") from None
+        if "arms" in entry:  # the arms this entry runs (default: all of the experiment's)
+            spec = _only_arms(spec, entry["arms"], path, epath + ("arms",))
         if spec.name in names:
             raise SpecError(f"{path}: {_dotted(epath)}: experiment name {spec.name!r} is already used by "
                             f"experiments.{names[spec.name]}; allowed: unique names (override name)")

@@ -279,7 +279,13 @@ SUITE_CORPUS = [
     ("a missing experiment file", [{"path": "nope.yaml"}],
      "{suite}: experiments.0.path: {dir}/nope.yaml is not a file; allowed: a path relative to the suite file"),
     ("an unknown entry field", [{"path": "exp.yaml", "repeat": 2}],
-     "{suite}: experiments.0.repeat: unknown field; allowed: path, scale, overrides"),
+     "{suite}: experiments.0.repeat: unknown field; allowed: path, scale, overrides, arms"),
+    ("an arm the experiment lacks", [{"path": "exp.yaml", "arms": ["hardened", "canary"]}],
+     "{suite}: experiments.0.arms: ['hardened', 'canary'] is not valid; allowed: a non-empty list of distinct arms "
+     "of t-spec: hardened, naive"),
+    ("no arms", [{"path": "exp.yaml", "arms": []}],
+     "{suite}: experiments.0.arms: [] is not valid; allowed: a non-empty list of distinct arms of t-spec: "
+     "hardened, naive"),
     ("a bad entry scale", [{"path": "exp.yaml", "scale": 0}],
      "{suite}: experiments.0.scale: 0 is not valid; allowed: a number > 0"),
     ("no experiments", [], "{suite}: experiments: [] is not a non-empty list; allowed: a list of {{path, overrides}}"),
@@ -492,6 +498,11 @@ def test_a_log_signature_may_require_a_count(tmp_path):
     doc["arms"]["naive"]["targets"] = {"logs": {"forbidden": ["x"], "min_matches": 2}}
     with pytest.raises(SpecError, match="arms.naive.targets.logs.min_matches: applies to expected signatures"):
         load_experiment(write(tmp_path, doc))
+
+
+def test_a_suite_entry_may_run_some_of_the_arms(tmp_path):
+    loaded = load_suite(_suite(tmp_path, [{"path": "exp.yaml", "arms": ["hardened"]}]))
+    assert [arm.profile for arm in loaded.entries[0].spec.arms] == ["hardened"]
 
 
 def test_a_suite_entry_keeps_its_own_scale_and_a_suite_repeats(tmp_path):
