@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -173,10 +174,12 @@ def _resolve(names: list[str], suite: str | None, scale: float | None):
 
 
 def run(names: list[str], suite: str | None, scale: float | None, backend: str, arms: list[str] | None,
-        out: Path | None, argv: list[str]) -> int:
+        out: Path | None, argv: list[str], seed: int | None = None) -> int:
     from .run import run_experiments
 
     name, specs, repeat = _resolve(names, suite, scale)
+    if seed is not None:  # the same experiments on another workload and fault schedule
+        specs = [dataclasses.replace(spec, seed=seed) for spec in specs]
     clean_dead_runs()
     run_dir = new_run_dir(name, out)
     _progress(f"run directory: {run_dir}")
@@ -323,6 +326,8 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--scale", type=_positive_float, help="multiply every phase and fault time by this")
     run_cmd.add_argument("--backend", choices=BACKENDS, default="local")
     run_cmd.add_argument("--arms", type=lambda text: text.split(","), help="only these arms (hardened,naive)")
+    run_cmd.add_argument("--seed", type=_seed, help="replace every experiment's seed (workload and fault jitter); "
+                         "the seed used is in each experiment's spec.json")
     run_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
     check_cmd = commands.add_parser("check", help="re-judge a stored run offline from its files")
@@ -365,6 +370,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or greater")
+    return value
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         return doctor(args.backend)
@@ -376,7 +391,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         bad = [a for a in args.arms or [] if a not in ("hardened", "naive")]
         if bad:
             raise errors.ChaosError(f"unknown arm {bad[0]!r}; allowed: hardened, naive", errors.USAGE)
-        return run(args.experiments, args.suite, args.scale, args.backend, args.arms, args.out, sys.argv[1:])
+        return run(args.experiments, args.suite, args.scale, args.backend, args.arms, args.out, sys.argv[1:],
+                   seed=args.seed)
     if args.command == "check":
         return check(args.run_dir)
     if args.command == "list":

@@ -27,6 +27,8 @@ CASES = [
      "chaos run: argument --scale: '-1' must be greater than 0", "see: chaos run --help"),
     ("a scale that is not a number", ["run", "--scale", "fast", "x"], 2,
      "chaos run: argument --scale: 'fast' is not a number", "see: chaos run --help"),
+    ("a negative seed", ["run", "--seed", "-3", "x"], 2,
+     "chaos run: argument --seed: '-3' must be 0 or greater", "see: chaos run --help"),
     ("an unknown arm", ["run", "--arms", "hardened,bogus", "kafka-broker-disconnect"], 2,
      "chaos: unknown arm 'bogus'; allowed: hardened, naive", ""),
     ("an unknown backend", ["run", "--backend", "moon", "x"], 2, "chaos run: argument --backend: invalid choice",
