@@ -981,12 +981,15 @@ def _from_overrides(overrides: object, path: Path_) -> bool:
 _SUITE = ("name", "description", "scale", "repeat", "experiments")
 
 
-def _only_arms(spec: ExperimentSpec, raw: object, path: Path, epath: Path_) -> ExperimentSpec:
-    have = [arm.profile for arm in spec.arms]
+def _only_arms(merged: dict, raw: object, path: Path, epath: Path_) -> dict:
+    """The experiment document with only the arms a suite entry runs (before validation: an arm left out is not
+    judged at the suite's scale either, e.g. a recovery bound that only fits the nightly recover phase)."""
+    arms = merged.get("arms")
+    have = [name for name in ARM_PROFILES if isinstance(arms, Mapping) and name in arms]
     if not isinstance(raw, list) or not raw or any(name not in have for name in raw) or len(set(raw)) != len(raw):
         raise SpecError(f"{path}: {_dotted(epath)}: {_show(raw)} is not valid; allowed: a non-empty list of "
-                        f"distinct arms of {spec.name}: {', '.join(have)}")
-    return dataclasses.replace(spec, arms=tuple(arm for arm in spec.arms if arm.profile in raw))
+                        f"distinct arms of {merged.get('name')}: {', '.join(have)}")
+    return {**merged, "arms": {name: arms[name] for name in have if name in raw}}
 
 
 def load_suite(path: str | Path, scale: float | None = None) -> Suite:
@@ -1029,6 +1032,8 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
             raise SpecError(f"{path}: {_dotted(epath + ('path',))}: {experiment_path} is not a file; allowed: a "
                             "path relative to the suite file")
         merged = _merge(_load_yaml(experiment_path), overrides)
+        if "arms" in entry and isinstance(merged, Mapping):  # the arms this entry runs (default: all)
+            merged = _only_arms(merged, entry["arms"], path, epath + ("arms",))
         try:
             spec = _experiment(merged, str(experiment_path), entry_scale or suite_scale)
         except _Invalid as exc:
@@ -1036,8 +1041,6 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
                 raise SpecError(f"{path}: {_dotted(epath + ('overrides',) + exc.path)}: {exc.what}; "
                                 f"allowed: {exc.allowed}") from None
             raise SpecError(f"{experiment_path}: {_dotted(exc.path)}: {exc.what}; allowed: {exc.allowed}") from None
-        if "arms" in entry:  # the arms this entry runs (default: all of the experiment's)
-            spec = _only_arms(spec, entry["arms"], path, epath + ("arms",))
         if spec.name in names:
             raise SpecError(f"{path}: {_dotted(epath)}: experiment name {spec.name!r} is already used by "
                             f"experiments.{names[spec.name]}; allowed: unique names (override name)")
