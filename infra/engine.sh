@@ -72,9 +72,17 @@ if ! answers; then
     else
         say "starting dockerd (overlay2, no default bridge); log: $LOG"
         mkdir -p "$(dirname "$LOG")"
-        # setsid: the daemon outlives this script and the shell that ran it.
-        setsid nohup dockerd --storage-driver overlay2 --bridge none --iptables=false \
-            >>"$LOG" 2>&1 </dev/null &
+        # setsid: the daemon outlives this script and the shell that ran it. Descriptors above 2 are closed
+        # first: a long-lived daemon must not hold what the caller had open (a lock file around `.ci/run`
+        # stayed locked by dockerd for as long as it ran).
+        (
+            for fd in /proc/self/fd/*; do
+                fd=${fd##*/}
+                if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+            done
+            exec setsid nohup dockerd --storage-driver overlay2 --bridge none --iptables=false \
+                >>"$LOG" 2>&1 </dev/null
+        ) &
     fi
     for _ in $(seq $((WAIT_S * 2))); do
         answers && break
