@@ -462,7 +462,11 @@ def check_state(tl: Timeline, target: StateTarget, live_keys: int | None) -> Che
 def check_logs(tl: Timeline, target: Logs) -> Check:
     expected = "; ".join([f"expected: {' , '.join(target.expected)}"] * bool(target.expected)
                          + [f"forbidden: {' , '.join(target.forbidden)}"] * bool(target.forbidden))
-    counts = {pattern: match_count(tl.logs, pattern) for pattern in (*target.expected, *target.forbidden)}
+    # An expected signature is evidence of a fault's effect, so only lines from the inject phase on count (a first
+    # micro-batch of 15-20 s "falls behind" in every warm-up); a forbidden one counts wherever it shows.
+    since = evidence_start(tl)
+    counts = {pattern: match_count(tl.logs, pattern, since) for pattern in target.expected}
+    counts.update({pattern: match_count(tl.logs, pattern) for pattern in target.forbidden})
     missing = [p for p in target.expected if counts[p] < target.min_matches]
     present = [p for p in target.forbidden if counts[p]]
     measured = "; ".join(
@@ -486,10 +490,20 @@ def check_logs(tl: Timeline, target: Logs) -> Check:
                  if target.expected else "no forbidden signature matched")
 
 
-def match_count(logs: Sequence[Mapping[str, object]], pattern: str) -> int:
+def evidence_start(tl: Timeline) -> float:
+    """History time from which an expected log signature counts: the start of the inject phase (never, if the arm
+    did not get there)."""
+    window = tl.window("inject")
+    return window[0] if window is not None else math.inf
+
+
+def match_count(logs: Sequence[Mapping[str, object]], pattern: str, since: float | None = None) -> int:
     """Lines that matched `pattern`, over every source: each record's `count` is its source's running total (the
-    first matches are recorded one by one, later ones as tallies); records without one count one line each."""
+    first matches are recorded one by one, later ones as tallies); records without one count one line each.
+    With `since`, only lines recorded at or after that history time: a source's running total then minus its
+    total before."""
     per_source: dict[str, int] = {}
+    before: dict[str, int] = {}
     for record in logs:
         if record.get("signature") != pattern:
             continue
@@ -497,7 +511,9 @@ def match_count(logs: Sequence[Mapping[str, object]], pattern: str) -> int:
         count = record.get("count")
         running = count if isinstance(count, int) and not isinstance(count, bool) else per_source.get(source, 0) + 1
         per_source[source] = max(per_source.get(source, 0), running)
-    return sum(per_source.values())
+        if since is not None and _t(record) < since:
+            before[source] = per_source[source]
+    return sum(total - before.get(source, 0) for source, total in per_source.items())
 
 
 def _trim(text: str, pattern: str | None = None, limit: int = SIGNATURE_CHARS) -> str:
@@ -740,11 +756,12 @@ def control_signature(tl: Timeline, targets, summary: Mapping[str, object] | Non
     """What shows the incident in a control arm: the first log line matching an expected pattern, else the state's
     growth, else the job's failure line (arm.json job_error)."""
     if targets.logs is not None and targets.logs.expected:
-        first = next((r for r in tl.logs if r.get("signature") in targets.logs.expected), None)
+        since = evidence_start(tl)
+        first = next((r for r in tl.logs if r.get("signature") in targets.logs.expected and _t(r) >= since), None)
         if first is not None:
             line = _trim(str(first.get("text") or ""), str(first.get("signature"))) or str(first.get("signature"))
             if targets.logs.min_matches > 1:  # a loop: how often it repeated is the evidence
-                return f"{match_count(tl.logs, str(first.get('signature')))} lines like {line}"
+                return f"{match_count(tl.logs, str(first.get('signature')), since)} lines like {line}"
             return line
     if targets.state is not None:
         growth = growth_signature(tl, targets.state)

@@ -73,11 +73,17 @@ class LogScanner:
         self.seen: Counter[tuple[str, str]] = Counter()  # (pattern, source) -> matching lines so far
         self.recorded: Counter[tuple[str, str]] = Counter()  # (pattern, source) -> count in the last record
         self._last: dict[tuple[str, str], tuple[int, str]] = {}  # (pattern, source) -> (line, text) of the last
+        self.marked: Counter[tuple[str, str]] | None = None  # the counts at the inject phase's start (`mark`)
+        self._lock = threading.Lock()  # the sampler thread and the runner both scan
 
     def watch(self, path: Path) -> None:
         self.files.setdefault(path, (0, 0))
 
     def scan(self) -> None:
+        with self._lock:
+            self._scan()
+
+    def _scan(self) -> None:
         for path, (offset, lineno) in list(self.files.items()):
             try:
                 with open(path, "rb") as handle:
@@ -102,11 +108,28 @@ class LogScanner:
 
     def tally(self) -> None:
         """Record the running count of every signature that matched more lines than its records say."""
+        with self._lock:
+            self._tally()
+
+    def _tally(self) -> None:
         for key, count in self.seen.items():
             if count > self.recorded[key]:
                 line, text = self._last[key]
                 self.history.log(key[0], key[1], line, text, count=count)
                 self.recorded[key] = count
+
+    def mark(self) -> None:
+        """The inject phase starts: read every line so far (their records predate the phase mark), and count
+        expected signatures from here (`count_since_mark`), as the logs checker does."""
+        with self._lock:
+            self._scan()
+            self.marked = Counter(self.seen)
+
+    def count_since_mark(self, pattern: str) -> int:
+        with self._lock:
+            if self.marked is None:
+                return 0
+            return sum(n - self.marked[key] for key, n in self.seen.items() if key[0] == pattern)
 
     def count(self, pattern: str) -> int:
         return sum(n for (p, _source), n in self.seen.items() if p == pattern)

@@ -307,6 +307,8 @@ class ArmRun:
                 for fault, _thread in self._fault_threads:
                     fault.stop.set()
                 break
+            if (name, boundary) == ("inject", "start"):
+                self.logs.mark()  # lines so far are recorded before the mark: warm-up is no evidence
             self.history.phase(name, boundary)
             if outcome == "recovered":
                 self.recovered_early = True
@@ -359,7 +361,7 @@ class ArmRun:
     def _reproduced(self) -> bool:
         self.logs.scan()
         logs = self.spec.arm(self.profile).targets.logs
-        return all(self.logs.count(pattern) >= logs.min_matches for pattern in logs.expected)
+        return all(self.logs.count_since_mark(pattern) >= logs.min_matches for pattern in logs.expected)
 
     def _progress_line(self, now: float) -> str:
         name, start, end = self._phase

@@ -319,6 +319,21 @@ def test_a_loop_is_judged_by_its_count_over_line_records_and_tallies(story):
     assert short.verdict == "FAILED" and short.message == "expected 'reconnect' matched 38 line(s), fewer than 40"
 
 
+def test_an_expected_signature_counts_only_from_the_inject_phase_on(story):
+    # The slow-s3-put control once "reproduced" its incident in warm-up: every first micro-batch falls behind.
+    early = timeline(story(extra=[_log(10, "behind", "Current batch is falling behind ... spent 20282 ms")]))
+    check = check_logs(early, Logs(("behind",), ()))
+    assert check.verdict == "FAILED" and check.message == "no log line matched expected 'behind'"
+    assert check_logs(early, Logs((), ("behind",))).verdict == "FAILED"  # a forbidden one counts anywhere
+    loop = "could not be established"
+    records = [(18 + i, "log", ("reconnect", "logs/job-1.log", 10 + i, loop), {"count": i + 1}) for i in range(5)]
+    tl = timeline(story(extra=records + [(40, "log", ("reconnect", "logs/job-1.log", 99, loop), {"count": 30})]))
+    assert match_count(tl.logs, "reconnect") == 30
+    assert match_count(tl.logs, "reconnect", since=20) == 28  # the two lines of t=18 and t=19 came before
+    assert check_logs(tl, Logs(("reconnect",), (), min_matches=28)).verdict == "PASSED"
+    assert check_logs(tl, Logs(("reconnect",), (), min_matches=29)).verdict == "FAILED"
+
+
 def test_logs_of_a_job_that_never_started_are_nodata(tmp_path):
     records = write_history(tmp_path / "h.jsonl", Story())
     records = [r for r in records if r["type"] != "job"]
