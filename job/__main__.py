@@ -28,7 +28,7 @@ from infra.driver import load_stack_info, spark_session
 
 from . import sessions
 from .integrity import Integrity, IntegrityError
-from .lease import CheckpointLease, LeaseHeld, LeaseLost
+from .lease import CheckpointLease, LeaseHeld
 from .objectstore import ObjectStore
 from .progress import ProgressFileListener
 from .settings import Settings, from_args

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 
-import pytest
 
 _ENGINE: list[bool] = []
 _USED = {"containers": False}

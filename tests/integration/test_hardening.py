@@ -8,7 +8,6 @@ where the naive control arm is the same scenario without the feature.
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest

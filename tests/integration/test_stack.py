@@ -5,7 +5,6 @@ One stack per module (starting one costs ~10-20 s); every test leaves it healed 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
