@@ -131,9 +131,6 @@ class LogScanner:
                 return 0
             return sum(n - self.marked[key] for key, n in self.seen.items() if key[0] == pattern)
 
-    def count(self, pattern: str) -> int:
-        return sum(n for (p, _source), n in self.seen.items() if p == pattern)
-
 
 class Sampler:
     def __init__(self, history: HistoryWriter, topic: str, kafka_bootstrap: str, s3, bucket: str,

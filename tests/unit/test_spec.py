@@ -449,10 +449,16 @@ def test_an_experiments_readme_documents_every_field():
             assert f"`{param}`" in text, (fault.name, param)
 
 
-def test_an_arm_may_run_a_subset_of_the_faults(tmp_path):
+def _with_s3_latency(at: str, duration: str) -> dict:
+    """The base spec with a second fault: latency on s3."""
     doc = base()
-    doc["faults"].append({"fault": "network.latency", "target": "s3", "at": "8s", "duration": "2s",
+    doc["faults"].append({"fault": "network.latency", "target": "s3", "at": at, "duration": duration,
                           "params": {"latency": "100ms"}})
+    return doc
+
+
+def test_an_arm_may_run_a_subset_of_the_faults(tmp_path):
+    doc = _with_s3_latency("8s", "2s")
     doc["arms"]["naive"]["faults"] = [0]
     spec = load_experiment(write(tmp_path, doc))
     assert spec.arm("naive").faults == (0,) and spec.arm("hardened").faults is None
@@ -467,9 +473,7 @@ def test_an_arm_may_run_a_subset_of_the_faults(tmp_path):
 
 
 def test_an_arm_with_a_subset_of_the_faults_injects_only_as_long_as_they_need(tmp_path):
-    doc = base()
-    doc["faults"].append({"fault": "network.latency", "target": "s3", "at": "2s", "duration": "3s",
-                          "params": {"latency": "100ms"}})
+    doc = _with_s3_latency("2s", "3s")
     doc["arms"]["naive"]["faults"] = [1]
     spec = load_experiment(write(tmp_path, doc))
     assert spec.phases_of("hardened") == spec.phases
