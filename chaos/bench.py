@@ -9,6 +9,7 @@ batch's state-operator metrics.
 """
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
@@ -108,4 +109,98 @@ def bench_job(run_dir: Path, seconds: float = 60, backlog: int = 1_500_000, vari
     if variants_measured.get("baseline", {}).get("eps"):
         results["ratio_hardened_to_baseline"] = round(
             variants_measured.get("hardened", {}).get("eps", 0) / variants_measured["baseline"]["eps"], 3)
+    return results
+
+
+# -- start-up -----------------------------------------------------------------------------------------------------
+STARTUP_FEED_RATE = 50  # events/s, as the smoke experiments' workloads
+STARTUP_BATCHES = 3
+
+
+def startup_variants() -> dict[str, dict[str, str]]:
+    """JVM options of the driver and executors per variant: the suite's (C1 only) and the JDK's tiered default."""
+    from infra.driver import DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS, QUICK_START_JIT
+
+    return {
+        "c1": {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
+               "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTIONS},
+        "tiered": {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS.replace(QUICK_START_JIT, "").strip(),
+                   "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTIONS.replace(QUICK_START_JIT, "").strip()},
+    }
+
+
+def _startup_marks(job, progress_file: Path, started: float, limit_s: float) -> dict:
+    """Seconds from launch to the query's start, the first batch's end and the STARTUP_BATCHES-th batch's end."""
+    marks: dict = {}
+    while job.alive() and time.monotonic() - started < limit_s:
+        records = read_progress(progress_file)
+        if "query_started_s" not in marks and any(r.get("event") == "started" for r in records):
+            marks["query_started_s"] = round(time.monotonic() - started, 1)
+        batches = [r["progress"] for r in records if r.get("event") == "progress"]
+        if batches and "first_batch_s" not in marks:
+            marks["first_batch_s"] = round(time.monotonic() - started, 1)
+            marks["first_batch_ms"] = batches[0]["durationMs"].get("triggerExecution")
+        if len(batches) >= STARTUP_BATCHES:
+            marks[f"batch_{STARTUP_BATCHES}_s"] = round(time.monotonic() - started, 1)
+            marks["later_batch_ms"] = batches[STARTUP_BATCHES - 1]["durationMs"].get("triggerExecution")
+            break
+        time.sleep(0.2)
+    return marks
+
+
+def bench_startup(run_dir: Path, rounds: int = 3, progress: Callable[[str], None] = print) -> dict:
+    """The hardened job started again and again on one stack, alternating JVM variants (after one start that is
+    not counted: the first job on a fresh stack is slower for every variant). A producer feeds the topic at
+    STARTUP_FEED_RATE throughout, so every start meets the same stream."""
+    import statistics
+    import threading
+
+    from job.settings import hardened
+
+    variants = startup_variants()
+    order = [("warm-up", variants["c1"])] + [(name, conf) for _ in range(rounds) for name, conf in variants.items()]
+    results: dict = {"rounds": rounds, "feed_rate": STARTUP_FEED_RATE, "variants": {k: {"conf": v, "starts": []}
+                                                                                     for k, v in variants.items()}}
+    profile_options = hardened("t", "d", "p").spark_options
+    with Stack(run_dir, progress=progress) as stack:
+        topic = f"bench-startup-{uuid.uuid4().hex[:8]}"
+        create_topic(stack.info.kafka_internal_bootstrap, topic, 4)
+        stop = threading.Event()
+        spec = WorkloadSpec(shape="uniform", keys=50, rate=STARTUP_FEED_RATE, duration_ms=24 * 3600 * 1000, seed=1)
+
+        def feed() -> None:
+            with Ledger(run_dir / "feed-ledger.jsonl") as ledger:
+                produce(plan(spec, start_ms=int(time.time() * 1000)), stack.info.kafka_internal_bootstrap, topic,
+                        ledger, Pacer(STARTUP_FEED_RATE), stop_event=stop, config={"log_level": 3})
+
+        feeder = threading.Thread(target=feed, name="startup-feed", daemon=True)
+        feeder.start()
+        try:
+            for index, (name, conf) in enumerate(order):
+                progress_file = run_dir / f"progress-{index:02d}-{name}.jsonl"
+                settings = {"spark_options": {**profile_options, **conf}}
+                args = ["--profile", "hardened", "--topic", topic, "--deployment",
+                        f"bench-startup-{index}-{uuid.uuid4().hex[:6]}", "--progress-file", str(progress_file),
+                        "--settings-json", json.dumps(settings)]
+                started = time.monotonic()
+                job = launch_driver(stack, f"startup-{index:02d}-{name}", "job", args)
+                try:
+                    marks = _startup_marks(job, progress_file, started, limit_s=240)
+                finally:
+                    job.signal_leader(15)
+                    if job.wait(60) is None:
+                        job.stop()
+                progress(f"{name}: {json.dumps(marks)}")
+                if name in results["variants"]:
+                    results["variants"][name]["starts"].append(marks)
+        finally:
+            stop.set()
+            feeder.join(30)
+    for measured in results["variants"].values():
+        for key in ("query_started_s", "first_batch_s", f"batch_{STARTUP_BATCHES}_s", "later_batch_ms"):
+            values = [s[key] for s in measured["starts"] if s.get(key) is not None]
+            measured[f"median_{key}"] = statistics.median(values) if values else None
+    c1, tiered = (results["variants"][n].get("median_first_batch_s") for n in ("c1", "tiered"))
+    if c1 and tiered:
+        results["ratio_first_batch_c1_to_tiered"] = round(c1 / tiered, 3)
     return results

@@ -140,6 +140,25 @@ def bench(what: str, seconds: float, as_json: bool, out: Path | None, variants: 
     return errors.PASSED
 
 
+def bench_startup(rounds: int, as_json: bool, out: Path | None) -> int:
+    from .bench import STARTUP_BATCHES, bench_startup as measure
+
+    run_dir = new_run_dir("bench-startup", out)
+    result = measure(run_dir, rounds=rounds, progress=_progress)
+    (run_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    if as_json:
+        print(json.dumps(result))
+        return errors.PASSED
+    for name, measured in result["variants"].items():
+        print(f"{name:<7} median of {len(measured['starts'])}: query started {measured['median_query_started_s']} s, "
+              f"first batch done {measured['median_first_batch_s']} s, batch {STARTUP_BATCHES} done "
+              f"{measured[f'median_batch_{STARTUP_BATCHES}_s']} s (that batch {measured['median_later_batch_ms']} ms) "
+              f"after launch  [{measured['conf']['spark.executor.extraJavaOptions'] or 'JDK default'}]")
+    if "ratio_first_batch_c1_to_tiered" in result:
+        print(f"first batch, c1 / tiered = {result['ratio_first_batch_c1_to_tiered']}")
+    return errors.PASSED
+
+
 # -- run / check / list -------------------------------------------------------------------------------------
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 VERDICT_EXIT = {"PASSED": errors.PASSED, "FAILED": errors.FAILED, "UNKNOWN": errors.ENVIRONMENT,
@@ -354,6 +373,11 @@ def _parser() -> argparse.ArgumentParser:
                            help="comma list (default all: baseline,hardened,hardened_tws_rows,hardened_tws_pandas,naive)")
     job_bench.add_argument("--json", action="store_true")
     job_bench.add_argument("--out", type=Path)
+    startup_bench = bench_commands.add_parser(
+        "startup", help="the job's start-up (query start, first batch) with the suite's JVM options vs the JDK default")
+    startup_bench.add_argument("--rounds", type=_positive_int, default=3, help="starts per variant, alternating")
+    startup_bench.add_argument("--json", action="store_true")
+    startup_bench.add_argument("--out", type=Path)
     suite_bench = bench_commands.add_parser("suite", help="where a stored suite run's wall time went (from its files)")
     suite_bench.add_argument("run_dir", type=Path)
     suite_bench.add_argument("--json", action="store_true")
@@ -365,6 +389,16 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
     return value
@@ -414,6 +448,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         timing = suite_timing(args.run_dir)
         print(json.dumps(timing)) if args.json else print_timing(timing)
         return errors.PASSED
+    if args.command == "bench" and args.bench_command == "startup":
+        return bench_startup(args.rounds, args.json, args.out)
     if args.command == "bench":
         from .bench import VARIANTS
 

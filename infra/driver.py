@@ -14,6 +14,13 @@ from .procs import ManagedProcess
 from .stack import Stack, StackInfo
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# Drivers and executors live for minutes and are restarted by the faults: on two cores the JIT's C2 compiler
+# threads compete with start-up, and C1 alone brings a job to its first batch sooner (`chaos bench startup`,
+# docs/benchmarks.md). A query stopped mid-batch died with StackOverflowError deep in java.util.regex (the
+# default 1 MB thread stack): a larger stack for the driver's threads lets the stop finish cleanly.
+QUICK_START_JIT = "-XX:TieredStopAtLevel=1"
+DRIVER_JAVA_OPTIONS = f"-Xss16m {QUICK_START_JIT}"
+EXECUTOR_JAVA_OPTIONS = QUICK_START_JIT
 
 
 def load_stack_info(environ=os.environ) -> StackInfo:
@@ -38,10 +45,9 @@ def spark_conf(info: StackInfo, app_name: str, environ=os.environ, proxied_drive
         "spark.driver.port": str(driver.rpc_port) if proxied_driver else "0",
         "spark.driver.blockManager.port": str(driver.block_manager_port) if proxied_driver else "0",
         "spark.driver.memory": "1g",
-        # A query stopped mid-batch died with StackOverflowError deep in java.util.regex (the default 1 MB
-        # thread stack); a larger stack for the driver's threads lets the stop finish cleanly.
-        "spark.driver.extraJavaOptions": "-Xss16m",
+        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
         "spark.executor.memory": "1g",
+        "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTIONS,
         "spark.cores.max": "2",
         "spark.sql.shuffle.partitions": "4",
         "spark.pyspark.python": sys.executable,
