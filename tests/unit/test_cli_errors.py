@@ -42,6 +42,8 @@ CASES = [
     ("an incident no experiment reproduces", ["reproduce", "999"], 2,
      "chaos: no experiment reproduces incident '999'; known incidents: ", ""),
     ("an unknown bench variant", ["bench", "job", "--variants", "x"], 2, "chaos: unknown bench variant 'x'", ""),
+    ("no start-up rounds", ["bench", "startup", "--rounds", "0"], 2,
+     "chaos bench startup: argument --rounds: '0' must be greater than 0", "see: chaos bench startup --help"),
 ]
 
 

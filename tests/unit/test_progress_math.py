@@ -37,3 +37,17 @@ def test_a_batch_covers_offsets_when_its_exclusive_end_is_past_them():
 def test_watermark_is_read_in_milliseconds():
     assert _watermark_ms({"eventTime": {"watermark": "1970-01-01T00:00:01.500Z"}}) == 1500
     assert _watermark_ms({}) == 0
+
+
+
+def test_startup_variants_differ_only_in_the_jit_and_c1_is_what_the_suite_runs():
+    from chaos.bench import startup_variants
+    from infra.driver import DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS, QUICK_START_JIT
+
+    variants = startup_variants()
+    assert set(variants) == {"c1", "tiered"}
+    assert variants["c1"] == {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
+                              "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTIONS}
+    for side in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        assert QUICK_START_JIT in variants["c1"][side] and QUICK_START_JIT not in variants["tiered"][side]
+    assert "-Xss16m" in variants["tiered"]["spark.driver.extraJavaOptions"]  # only the JIT differs
