@@ -144,7 +144,9 @@ def owner_alive(owner: str) -> bool | None:
         return False  # started before the last reboot
     if namespace != _pid_namespace():
         return None
-    return _start_ticks(pid) == ticks
+    # A zombie has exited (its parent has not reaped it yet, e.g. a test holding the Popen): it will never
+    # tear down what it started, so its containers and processes are leftovers now.
+    return _start_ticks(pid) == ticks and _proc_state(int(pid)) not in ("Z", "X")
 
 
 def remove_leftovers(client, progress=lambda message: None) -> list[str]:
