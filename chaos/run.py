@@ -138,6 +138,20 @@ ARM_OVERHEAD_S = 45.0  # job start and warm-up, drain, stop, outputs: what an ar
 DEFAULT_RECOVERY = Recovery(within=0.0, healthy_samples=3, lag_below=2500)
 
 
+# How long the recover phase may wait, past its planned end, for a heal still under way and then the recovery
+# bound after it (a broker restarted from its log took 16-24 s on two cores).
+RECOVERY_EXTENSION_MAX_S = 180.0
+
+
+def recovery_window_end(planned_end: float, healed_at: float | None, recovery: Recovery | None) -> float:
+    """When the recover phase may end: its planned end, or later if the last heal came so late that the recovery
+    bound would not fit after it (a recovery is measured from the last heal: a heal that took most of the phase
+    must not leave the bound too little time to be seen). Margin: the healthy samples plus two."""
+    if recovery is None or healed_at is None:
+        return planned_end
+    return max(planned_end, healed_at + recovery.within + recovery.healthy_samples + 2)
+
+
 def ends_early(arm) -> bool:
     """May this arm stop as soon as its incident shows? A control that must reproduce an incident and is judged
     only by log signatures (and lineage) has nothing more to show once its signatures have matched as often as
@@ -303,6 +317,8 @@ class ArmRun:
         self._last_progress = time.monotonic()
         for at, _order, name, boundary in sorted(marks):
             outcome = self._watch_until(t0 + at)
+            if outcome is None and (name, boundary) == ("recover", "end"):
+                outcome = self._watch_past_late_heal()
             if outcome == "reproduced":
                 for fault, _thread in self._fault_threads:
                     fault.stop.set()
@@ -317,6 +333,25 @@ class ArmRun:
                 self._phase = next((n, a, b) for n, a, b in phases.windows() if n == name)
         for _fault, thread in self._fault_threads:
             thread.join()
+
+    def _watch_past_late_heal(self) -> str | None:
+        """At the recover phase's planned end: if a fault is still healing, or healed too late for the recovery
+        bound to fit after it, the phase goes on until the bound has passed (ending early once recovery is seen)."""
+        recovery = self.spec.arm(self.profile).targets.recovery
+        if recovery is None:
+            return None
+        limit = time.monotonic() + RECOVERY_EXTENSION_MAX_S
+        if any(thread.is_alive() for _fault, thread in self._fault_threads):
+            self.say("a fault is still healing at the recover phase's end: the phase waits for the heal")
+            while any(thread.is_alive() for _fault, thread in self._fault_threads) and time.monotonic() < limit:
+                self._watch_until(min(limit, time.monotonic() + 1.0))
+        healed_at = max((fault.healed_at for fault, _thread in self._fault_threads if fault.healed_at), default=None)
+        end = min(limit, recovery_window_end(time.monotonic(), healed_at, recovery))
+        if end <= time.monotonic():
+            return None
+        self.say(f"the last heal came late: the recover phase goes on {end - time.monotonic():.0f} s, until the "
+                 f"{recovery.within:g} s recovery bound after it has passed")
+        return self._watch_until(end)
 
     def _watch_until(self, deadline: float) -> str | None:
         """Wait for the next phase mark, saying how the arm is doing now and then. Ends the wait early with

@@ -130,3 +130,16 @@ def test_only_a_control_judged_by_log_signatures_alone_may_end_early(tmp_path):
     path.write_text(path.read_text().replace("naive: {targets: {logs: {expected: [boom]}, lineage: true}}",
                                              "naive: {expect: survives, note: why, targets: {logs: {expected: [x]}}}"))
     assert not ends_early(load_experiment(path).arm("naive"))
+
+
+def test_the_recover_phase_outlasts_a_late_heal_by_the_recovery_bound():
+    from chaos.run import recovery_window_end
+    from chaos.spec import Recovery
+
+    bound = Recovery(within=30.0, healthy_samples=3, lag_below=2500)
+    # process-crash in CI: recover phase 66.7-96.7 s, the broker back only at 86.0 s (a 23 s restart) -> the
+    # phase lasts until 86.0 + 30 + 3 + 2 s, so a catch-up within the bound can be seen
+    assert recovery_window_end(96.7, 86.0, bound) == pytest.approx(121.0)
+    assert recovery_window_end(96.7, 50.0, bound) == 96.7  # an early heal: the planned end stands
+    assert recovery_window_end(96.7, None, bound) == 96.7  # nothing healed: nothing to measure from
+    assert recovery_window_end(96.7, 86.0, None) == 96.7  # no recovery target: the planned end stands
