@@ -149,13 +149,17 @@ def owner_alive(owner: str) -> bool | None:
     return _start_ticks(pid) == ticks and _proc_state(int(pid)) not in ("Z", "X")
 
 
+# Every listing passes ignore_removed: docker-py lists, then inspects each container, and a one-shot container
+# (kafka's storage format) removed in between made the listing fail with 404 (a CI run's interrupt test).
+
+
 def remove_leftovers(client, progress=lambda message: None) -> list[str]:
     """Remove containers of runs whose owning process is dead (a crash, kill -9, a lost CI job).
 
     Containers of live runs, and of runs this host cannot judge, are left alone. Returns removed names.
     """
     removed = []
-    for container in client.containers.list(all=True, filters={"label": LABEL_OWNER}):
+    for container in client.containers.list(all=True, ignore_removed=True, filters={"label": LABEL_OWNER}):
         owner = container.labels.get(LABEL_OWNER, "")
         if owner_alive(owner) is False:
             _remove(container)
@@ -173,7 +177,8 @@ def containers_of(run_dir: Path | str, client=None) -> list[str]:
     except InfraError:
         return []
     try:
-        found = client.containers.list(all=True, filters={"label": f"{LABEL_RUN_DIR}={Path(run_dir).resolve()}"})
+        found = client.containers.list(all=True, ignore_removed=True,
+                                       filters={"label": f"{LABEL_RUN_DIR}={Path(run_dir).resolve()}"})
         return sorted(c.name for c in found)
     finally:
         if own:
@@ -461,7 +466,8 @@ class ContainersBackend:
                 errors.append(error)
         if self._client is not None:
             try:
-                for container in self._client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={self.run_id}"}):
+                for container in self._client.containers.list(all=True, ignore_removed=True,
+                                                              filters={"label": f"{LABEL_RUN}={self.run_id}"}):
                     _remove(container)
             except InfraError as error:
                 errors.append(error)

@@ -74,7 +74,7 @@ def pytest_sessionfinish(session, exitstatus):
     except Exception:
         basetemp = None
     ours, others = [], []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
+    for container in client.containers.list(all=True, ignore_removed=True, filters={"label": LABEL}):
         owner, run_dir = container.labels.get(LABEL_OWNER, ""), container.labels.get(LABEL_RUN_DIR, "")
         if owner == owner_label() or (basetemp and run_dir.startswith(basetemp) and owner_alive(owner) is False):
             ours.append(container)
