@@ -149,40 +149,45 @@ def _startup_marks(job, progress_file: Path, started: float, limit_s: float) -> 
 
 
 def bench_startup(run_dir: Path, rounds: int = 3, progress: Callable[[str], None] = print) -> dict:
-    """The hardened job started again and again on one stack, alternating JVM variants (after one start that is
-    not counted: the first job on a fresh stack is slower for every variant). A producer feeds the topic at
-    STARTUP_FEED_RATE throughout, so every start meets the same stream."""
+    """The hardened job started again and again on one stack, the JVM variants in ABBA order (so neither always
+    goes first), after one start that is not counted (the first job on a fresh stack is slower for every variant).
+    Every start gets a topic of its own, fed at STARTUP_FEED_RATE from its launch on: each meets the same stream."""
     import statistics
     import threading
 
     from job.settings import hardened
 
     variants = startup_variants()
-    order = [("warm-up", variants["c1"])] + [(name, conf) for _ in range(rounds) for name, conf in variants.items()]
-    results: dict = {"rounds": rounds, "feed_rate": STARTUP_FEED_RATE, "variants": {k: {"conf": v, "starts": []}
-                                                                                     for k, v in variants.items()}}
+    names = list(variants)
+    order = [("warm-up", variants["c1"])]
+    for round_index in range(rounds):
+        pair = names if round_index % 2 == 0 else names[::-1]
+        order += [(name, variants[name]) for name in pair]
+    results: dict = {"rounds": rounds, "feed_rate": STARTUP_FEED_RATE, "order": [name for name, _ in order],
+                     "variants": {k: {"conf": v, "starts": []} for k, v in variants.items()}}
     profile_options = hardened("t", "d", "p").spark_options
+    spec = WorkloadSpec(shape="uniform", keys=50, rate=STARTUP_FEED_RATE, duration_ms=3600 * 1000, seed=1)
     with Stack(run_dir, progress=progress) as stack:
-        topic = f"bench-startup-{uuid.uuid4().hex[:8]}"
-        create_topic(stack.info.kafka_internal_bootstrap, topic, 4)
-        stop = threading.Event()
-        spec = WorkloadSpec(shape="uniform", keys=50, rate=STARTUP_FEED_RATE, duration_ms=24 * 3600 * 1000, seed=1)
+        bootstrap = stack.info.kafka_internal_bootstrap
+        for index, (name, conf) in enumerate(order):
+            topic = f"bench-startup-{index}-{uuid.uuid4().hex[:8]}"
+            create_topic(bootstrap, topic, 4)
+            stop = threading.Event()
 
-        def feed() -> None:
-            with Ledger(run_dir / "feed-ledger.jsonl") as ledger:
-                produce(plan(spec, start_ms=int(time.time() * 1000)), stack.info.kafka_internal_bootstrap, topic,
-                        ledger, Pacer(STARTUP_FEED_RATE), stop_event=stop, config={"log_level": 3})
+            def feed(topic=topic, stop=stop, index=index) -> None:
+                with Ledger(run_dir / f"feed-{index:02d}-ledger.jsonl") as ledger:
+                    produce(plan(spec, start_ms=int(time.time() * 1000)), bootstrap, topic, ledger,
+                            Pacer(STARTUP_FEED_RATE), stop_event=stop, config={"log_level": 3})
 
-        feeder = threading.Thread(target=feed, name="startup-feed", daemon=True)
-        feeder.start()
-        try:
-            for index, (name, conf) in enumerate(order):
-                progress_file = run_dir / f"progress-{index:02d}-{name}.jsonl"
-                settings = {"spark_options": {**profile_options, **conf}}
-                args = ["--profile", "hardened", "--topic", topic, "--deployment",
-                        f"bench-startup-{index}-{uuid.uuid4().hex[:6]}", "--progress-file", str(progress_file),
-                        "--settings-json", json.dumps(settings)]
-                started = time.monotonic()
+            feeder = threading.Thread(target=feed, name=f"startup-feed-{index}", daemon=True)
+            progress_file = run_dir / f"progress-{index:02d}-{name}.jsonl"
+            settings = {"spark_options": {**profile_options, **conf}}
+            args = ["--profile", "hardened", "--topic", topic, "--deployment",
+                    f"bench-startup-{index}-{uuid.uuid4().hex[:6]}", "--progress-file", str(progress_file),
+                    "--settings-json", json.dumps(settings)]
+            feeder.start()
+            started = time.monotonic()
+            try:
                 job = launch_driver(stack, f"startup-{index:02d}-{name}", "job", args)
                 try:
                     marks = _startup_marks(job, progress_file, started, limit_s=240)
@@ -190,12 +195,12 @@ def bench_startup(run_dir: Path, rounds: int = 3, progress: Callable[[str], None
                     job.signal_leader(15)
                     if job.wait(60) is None:
                         job.stop()
-                progress(f"{name}: {json.dumps(marks)}")
-                if name in results["variants"]:
-                    results["variants"][name]["starts"].append(marks)
-        finally:
-            stop.set()
-            feeder.join(30)
+            finally:
+                stop.set()
+                feeder.join(30)
+            progress(f"{name}: {json.dumps(marks)}")
+            if name in results["variants"]:
+                results["variants"][name]["starts"].append(marks)
     for measured in results["variants"].values():
         for key in ("query_started_s", "first_batch_s", f"batch_{STARTUP_BATCHES}_s", "later_batch_ms"):
             values = [s[key] for s in measured["starts"] if s.get(key) is not None]

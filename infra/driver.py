@@ -15,9 +15,9 @@ from .stack import Stack, StackInfo
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # Drivers and executors live for minutes and are restarted by the faults: on two cores the JIT's C2 compiler
-# threads compete with start-up, and C1 alone brings a job to its first batch sooner (`chaos bench startup`,
-# docs/benchmarks.md). A query stopped mid-batch died with StackOverflowError deep in java.util.regex (the
-# default 1 MB thread stack): a larger stack for the driver's threads lets the stop finish cleanly.
+# threads compete with start-up, and C1 alone brings a job to its first batch ~11 s sooner (`chaos bench
+# startup`: 30.9 s vs 41.7 s, docs/benchmarks.md). A query stopped mid-batch died with StackOverflowError deep in
+# java.util.regex (the default 1 MB thread stack): a larger stack for the driver's threads lets the stop finish.
 QUICK_START_JIT = "-XX:TieredStopAtLevel=1"
 DRIVER_JAVA_OPTIONS = f"-Xss16m {QUICK_START_JIT}"
 EXECUTOR_JAVA_OPTIONS = QUICK_START_JIT
