@@ -58,6 +58,15 @@ def _measure(batches: list[dict]) -> dict:
     }
 
 
+def _stop_job(job, grace_s: float) -> int | None:
+    """SIGTERM (the job stops its query and exits), then kill after `grace_s`; the exit code or None."""
+    job.signal_leader(15)
+    code = job.wait(grace_s)
+    if code is None:
+        job.stop()
+    return code
+
+
 def bench_job(run_dir: Path, seconds: float = 60, backlog: int = 1_500_000, variants: list[str] | None = None,
               progress: Callable[[str], None] = print) -> dict:
     chosen = variants or list(VARIANTS)
@@ -92,10 +101,7 @@ def bench_job(run_dir: Path, seconds: float = 60, backlog: int = 1_500_000, vari
                 if time.monotonic() - started >= seconds and len(done) > MIN_BATCHES:
                     break
                 time.sleep(1)
-            job.signal_leader(15)
-            code = job.wait(120)
-            if code is None:
-                job.stop()
+            code = _stop_job(job, grace_s=120)
             batches = [r["progress"] for r in read_progress(progress_file) if r.get("event") == "progress"]
             measured = _measure(batches)
             measured.update({"exit": code, "wall_s": round(time.monotonic() - started, 1)})
@@ -192,9 +198,7 @@ def bench_startup(run_dir: Path, rounds: int = 3, progress: Callable[[str], None
                 try:
                     marks = _startup_marks(job, progress_file, started, limit_s=240)
                 finally:
-                    job.signal_leader(15)
-                    if job.wait(60) is None:
-                        job.stop()
+                    _stop_job(job, grace_s=60)
             finally:
                 stop.set()
                 feeder.join(30)

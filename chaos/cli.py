@@ -13,6 +13,7 @@ import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from infra import artifacts
 from infra.errors import InfraError
@@ -106,15 +107,23 @@ def setup() -> int:
     return errors.PASSED
 
 
-def stack_smoke(backend: str, as_json: bool, out: Path | None) -> int:
-    from .smoke import run_smoke
-
-    run_dir = new_run_dir("stack-smoke", out)
-    result = run_smoke(run_dir, backend=backend, progress=_progress)
+def _measured(kind: str, out: Path | None, as_json: bool, measure: Callable[[Path], dict]) -> tuple[Path, dict]:
+    """A new run directory for `kind`, what `measure` found there stored as its results.json (and printed as one
+    JSON line with --json): the shared part of the stack smoke and the benchmarks."""
+    run_dir = new_run_dir(kind, out)
+    result = measure(run_dir)
     (run_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     if as_json:
         print(json.dumps(result))
-    else:
+    return run_dir, result
+
+
+def stack_smoke(backend: str, as_json: bool, out: Path | None) -> int:
+    from .smoke import run_smoke
+
+    run_dir, result = _measured("stack-smoke", out, as_json,
+                                lambda run_dir: run_smoke(run_dir, backend=backend, progress=_progress))
+    if not as_json:
         _progress(f"{'PASSED' if result['ok'] else 'FAILED'}: {result.get('error', 'every check held')}")
         _progress(f"results: {run_dir / 'results.json'}; logs: {run_dir / 'logs'}")
     if result["ok"]:
@@ -125,12 +134,9 @@ def stack_smoke(backend: str, as_json: bool, out: Path | None) -> int:
 def bench(what: str, seconds: float, as_json: bool, out: Path | None, variants: list[str] | None) -> int:
     from .bench import bench_job
 
-    run_dir = new_run_dir(f"bench-{what}", out)
-    result = bench_job(run_dir, seconds=seconds, variants=variants, progress=_progress)
-    (run_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    if as_json:
-        print(json.dumps(result))
-    else:
+    _run_dir, result = _measured(f"bench-{what}", out, as_json, lambda run_dir: bench_job(
+        run_dir, seconds=seconds, variants=variants, progress=_progress))
+    if not as_json:
         for name, measured in result["variants"].items():
             print(f"{name:<22} {measured['eps']:>10.0f} events/s  batch p50 {measured['batch_p50_ms']} ms  "
                   f"state {measured['state_rows_per_key']} rows/key, SST {measured['state_sst_bytes_per_key']} B/key, "
@@ -143,11 +149,9 @@ def bench(what: str, seconds: float, as_json: bool, out: Path | None, variants: 
 def bench_startup(rounds: int, as_json: bool, out: Path | None) -> int:
     from .bench import STARTUP_BATCHES, bench_startup as measure
 
-    run_dir = new_run_dir("bench-startup", out)
-    result = measure(run_dir, rounds=rounds, progress=_progress)
-    (run_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    _run_dir, result = _measured("bench-startup", out, as_json,
+                                 lambda run_dir: measure(run_dir, rounds=rounds, progress=_progress))
     if as_json:
-        print(json.dumps(result))
         return errors.PASSED
     for name, measured in result["variants"].items():
         print(f"{name:<7} median of {len(measured['starts'])}: query started {measured['median_query_started_s']} s, "
