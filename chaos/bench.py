@@ -123,16 +123,30 @@ STARTUP_FEED_RATE = 50  # events/s, as the smoke experiments' workloads
 STARTUP_BATCHES = 3
 
 
-def startup_variants() -> dict[str, dict[str, str]]:
-    """JVM options of the driver and executors per variant: the suite's (C1 only) and the JDK's tiered default."""
-    from infra.driver import DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS, QUICK_START_JIT
+STARTUP_VARIANTS = ("archives", "c1", "tiered")
+
+
+def startup_variants(info) -> dict[str, dict[str, str]]:
+    """JVM options of the driver and executors per variant: the suite's (C1 only, with the class-data archives of
+    infra/cds.py where the stack has them), C1 without archives, and the JDK's tiered default without archives."""
+    from infra.driver import DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS, QUICK_START_JIT, java_options
 
     return {
+        "archives": java_options(info, "hardened"),
         "c1": {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
                "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTIONS},
         "tiered": {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS.replace(QUICK_START_JIT, "").strip(),
                    "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTIONS.replace(QUICK_START_JIT, "").strip()},
     }
+
+
+def startup_order(names: list[str], rounds: int) -> list[str]:
+    """One uncounted warm-up start (the first job on a fresh stack is slower for every variant), then the variants
+    in ABBA order: forwards in even rounds, backwards in odd ones, so none always goes first."""
+    order = ["warm-up"]
+    for round_index in range(rounds):
+        order += names if round_index % 2 == 0 else names[::-1]
+    return order
 
 
 def _startup_marks(job, progress_file: Path, started: float, limit_s: float) -> dict:
@@ -154,28 +168,26 @@ def _startup_marks(job, progress_file: Path, started: float, limit_s: float) -> 
     return marks
 
 
-def bench_startup(run_dir: Path, rounds: int = 3, progress: Callable[[str], None] = print) -> dict:
-    """The hardened job started again and again on one stack, the JVM variants in ABBA order (so neither always
-    goes first), after one start that is not counted (the first job on a fresh stack is slower for every variant).
+def bench_startup(run_dir: Path, rounds: int = 3, variants: tuple[str, ...] = ("archives", "c1"),
+                  progress: Callable[[str], None] = print) -> dict:
+    """The hardened job started again and again on one stack, the JVM variants in ABBA order (startup_order).
     Every start gets a topic of its own, fed at STARTUP_FEED_RATE from its launch on: each meets the same stream."""
     import statistics
     import threading
 
     from job.settings import hardened
 
-    variants = startup_variants()
     names = list(variants)
-    order = [("warm-up", variants["c1"])]
-    for round_index in range(rounds):
-        pair = names if round_index % 2 == 0 else names[::-1]
-        order += [(name, variants[name]) for name in pair]
-    results: dict = {"rounds": rounds, "feed_rate": STARTUP_FEED_RATE, "order": [name for name, _ in order],
-                     "variants": {k: {"conf": v, "starts": []} for k, v in variants.items()}}
+    order = startup_order(names, rounds)
+    results: dict = {"rounds": rounds, "feed_rate": STARTUP_FEED_RATE, "order": order, "variants": {}}
     profile_options = hardened("t", "d", "p").spark_options
     spec = WorkloadSpec(shape="uniform", keys=50, rate=STARTUP_FEED_RATE, duration_ms=3600 * 1000, seed=1)
     with Stack(run_dir, progress=progress) as stack:
+        options = startup_variants(stack.info)
+        results["variants"] = {name: {"conf": options[name], "starts": []} for name in names}
         bootstrap = stack.info.kafka_internal_bootstrap
-        for index, (name, conf) in enumerate(order):
+        for index, name in enumerate(order):
+            conf = options[names[0] if name == "warm-up" else name]
             topic = f"bench-startup-{index}-{uuid.uuid4().hex[:8]}"
             create_topic(bootstrap, topic, 4)
             stop = threading.Event()
@@ -209,7 +221,8 @@ def bench_startup(run_dir: Path, rounds: int = 3, progress: Callable[[str], None
         for key in ("query_started_s", "first_batch_s", f"batch_{STARTUP_BATCHES}_s", "later_batch_ms"):
             values = [s[key] for s in measured["starts"] if s.get(key) is not None]
             measured[f"median_{key}"] = statistics.median(values) if values else None
-    c1, tiered = (results["variants"][n].get("median_first_batch_s") for n in ("c1", "tiered"))
-    if c1 and tiered:
-        results["ratio_first_batch_c1_to_tiered"] = round(c1 / tiered, 3)
+    reference = results["variants"].get("c1", {}).get("median_first_batch_s")
+    for name, measured in results["variants"].items():
+        if name != "c1" and reference and measured.get("median_first_batch_s"):
+            results[f"ratio_first_batch_{name}_to_c1"] = round(measured["median_first_batch_s"] / reference, 3)
     return results

@@ -71,6 +71,8 @@ def doctor(backend: str) -> int:
     found = artifacts.problems(artifacts.load_lock())
     rows.append(("artifacts", not found, f"verified in {cache_dir()}" if not found
                  else f"{found[0]}; run: make setup"))
+    if not found:
+        rows.append(_class_archives_row())
     if backend == "containers":
         try:
             from infra.containers import engine_status
@@ -84,7 +86,7 @@ def doctor(backend: str) -> int:
     width = max(len(name) for name, _, _ in rows)
     for name, ok, detail in rows:
         print(f"{'ok ' if ok else 'NO '} {name:<{width}}  {detail}")
-    ready = all(ok for name, ok, _ in rows if "set-up only" not in name)
+    ready = all(ok for name, ok, _ in rows if "set-up only" not in name and "optional" not in name)
     print(f"backend {backend}: {'ready' if ready else 'not ready'}")
     return errors.PASSED if ready else errors.ENVIRONMENT
 
@@ -100,10 +102,28 @@ def _images_row() -> tuple[str, bool, str]:
         return "images (set-up only)", False, f"{error} (the first containers stack start builds them, ≈ 70 s)"
 
 
+def _class_archives_row() -> tuple[str, bool, str]:
+    """The JVMs' class-data archives (infra/cds.py): without them every JVM starts slower, nothing fails."""
+    from infra import cds
+    from infra.stack import _host_spark_home
+
+    archive_set = cds.ArchiveSet.for_host(artifacts.verify(), _host_spark_home())
+    found = archive_set.problems()
+    if found:
+        return "class-data archives (optional)", False, f"{found[0]}: JVMs start ~7 s slower; run: make setup"
+    return "class-data archives (optional)", True, f"{len(cds.ROLES)} roles in {archive_set.directory}"
+
+
 # -- setup / smoke ----------------------------------------------------------------------------------------
 def setup() -> int:
+    from .class_archives import ensure
+
     artifacts.fetch(progress=_progress)
     _progress(f"every pinned artifact is verified under {cache_dir()}")
+    try:
+        ensure(progress=_progress)
+    except InfraError as error:  # an optimisation: without archives every JVM still starts, only slower
+        _progress(f"warning: {error}; JVMs will start without class-data archives")
     return errors.PASSED
 
 
@@ -146,20 +166,22 @@ def bench(what: str, seconds: float, as_json: bool, out: Path | None, variants: 
     return errors.PASSED
 
 
-def bench_startup(rounds: int, as_json: bool, out: Path | None) -> int:
+def bench_startup(rounds: int, variants: list[str], as_json: bool, out: Path | None) -> int:
     from .bench import STARTUP_BATCHES, bench_startup as measure
 
     _run_dir, result = _measured("bench-startup", out, as_json,
-                                 lambda run_dir: measure(run_dir, rounds=rounds, progress=_progress))
+                                 lambda run_dir: measure(run_dir, rounds=rounds, variants=tuple(variants),
+                                                         progress=_progress))
     if as_json:
         return errors.PASSED
     for name, measured in result["variants"].items():
-        print(f"{name:<7} median of {len(measured['starts'])}: query started {measured['median_query_started_s']} s, "
+        print(f"{name:<8} median of {len(measured['starts'])}: query started {measured['median_query_started_s']} s, "
               f"first batch done {measured['median_first_batch_s']} s, batch {STARTUP_BATCHES} done "
               f"{measured[f'median_batch_{STARTUP_BATCHES}_s']} s (that batch {measured['median_later_batch_ms']} ms) "
-              f"after launch  [{measured['conf']['spark.executor.extraJavaOptions'] or 'JDK default'}]")
-    if "ratio_first_batch_c1_to_tiered" in result:
-        print(f"first batch, c1 / tiered = {result['ratio_first_batch_c1_to_tiered']}")
+              "after launch")
+    for key, ratio in result.items():
+        if key.startswith("ratio_first_batch_"):
+            print(f"first batch, {key.removeprefix('ratio_first_batch_').replace('_to_', ' / ')} = {ratio}")
     return errors.PASSED
 
 
@@ -378,8 +400,11 @@ def _parser() -> argparse.ArgumentParser:
     job_bench.add_argument("--json", action="store_true")
     job_bench.add_argument("--out", type=Path)
     startup_bench = bench_commands.add_parser(
-        "startup", help="the job's start-up (query start, first batch) with the suite's JVM options vs the JDK default")
+        "startup", help="the job's start-up (query start, first batch) with the suite's JVM options vs without archives")
     startup_bench.add_argument("--rounds", type=_positive_int, default=3, help="starts per variant, alternating")
+    startup_bench.add_argument("--variants", type=_startup_variants, default=["archives", "c1"],
+                               help="comma-separated, of: archives (the suite's: C1 and class-data archives), c1 (C1, "
+                                    "no archives), tiered (the JDK's JIT, no archives); default archives,c1")
     startup_bench.add_argument("--json", action="store_true")
     startup_bench.add_argument("--out", type=Path)
     suite_bench = bench_commands.add_parser("suite", help="where a stored suite run's wall time went (from its files)")
@@ -396,6 +421,19 @@ def _positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
     return value
+
+
+def _startup_variants(text: str) -> list[str]:
+    from .bench import STARTUP_VARIANTS
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in STARTUP_VARIANTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{(unknown or [text])[0]!r} is not a start-up variant; allowed: "
+                                         f"{', '.join(STARTUP_VARIANTS)}")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{text!r} names a variant twice")
+    return names
 
 
 def _positive_int(text: str) -> int:
@@ -453,7 +491,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(json.dumps(timing)) if args.json else print_timing(timing)
         return errors.PASSED
     if args.command == "bench" and args.bench_command == "startup":
-        return bench_startup(args.rounds, args.json, args.out)
+        return bench_startup(args.rounds, args.variants, args.json, args.out)
     if args.command == "bench":
         from .bench import VARIANTS
 

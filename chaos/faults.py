@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from infra.errors import InfraError
-from infra.procs import ManagedProcess
+from infra.procs import ManagedProcess, descendants_running
 
 from .faults_catalog import FAULTS
 from .history import HistoryWriter
@@ -188,31 +188,7 @@ class Flap(BaseFault):
 # -- processes ---------------------------------------------------------------------------------------------------
 def _executor_pids(worker_pid: int) -> list[int]:
     """Spark executors of this run: CoarseGrainedExecutorBackend JVMs descending from our worker."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"CoarseGrainedExecutorBackend" in cmdline and _descends_from(int(entry), worker_pid):
-            found.append(int(entry))
-    return found
-
-
-def _descends_from(pid: int, ancestor: int) -> bool:
-    for _ in range(20):
-        if pid == ancestor:
-            return True
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return False
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
-        if pid <= 1:
-            return False
-    return False
+    return descendants_running(worker_pid, b"CoarseGrainedExecutorBackend")
 
 
 class ProcessFault(BaseFault):

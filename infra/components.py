@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .cds import OFF, ClassArchives
 from .health import http_ok
 
 # JVM flags for short-lived or light daemons: C1 only and the serial collector start fastest on 2 cores.
@@ -25,6 +26,7 @@ class Runtime:
     spark_home: str
     minio: str
     toxiproxy: str
+    archives: ClassArchives = OFF  # class-data archives this runtime's JVMs can map (infra/cds.py)
 
 
 @dataclass(frozen=True)
@@ -134,16 +136,18 @@ def kafka(runtime: Runtime, ports: Ports, config_dir: Path, ready: Callable[[], 
     java = [runtime.java, "-cp", runtime.kafka_classpath, f"-Dlog4j2.configurationFile={log4j}"]
     return LaunchSpec(
         name="kafka",
-        prepare=java + QUICK_JVM + ["kafka.tools.StorageTool", "format", "--config", str(properties),
-                                    "--cluster-id", "chaos-suite-kraft-01", "--ignore-formatted"],
-        argv=java + ["-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true", "kafka.Kafka", str(properties)],
+        prepare=[*java, *runtime.archives.jvm_options("kafka-format"), *QUICK_JVM, "kafka.tools.StorageTool", "format",
+                 "--config", str(properties), "--cluster-id", "chaos-suite-kraft-01", "--ignore-formatted"],
+        argv=[*java, *runtime.archives.jvm_options("kafka"), "-Xmx512m", "-XX:+UseSerialGC",
+              "-Djava.awt.headless=true", "kafka.Kafka", str(properties)],
         ready=ready,
         timeout=90,
     )
 
 
-def _spark_daemon(runtime: Runtime, main_class: str, args: list[str]) -> list[str]:
-    return [runtime.java, "-cp", f"{runtime.spark_home}/jars/*", "-Xmx256m", *QUICK_JVM, main_class, *args]
+def _spark_daemon(runtime: Runtime, role: str, main_class: str, args: list[str]) -> list[str]:
+    return [runtime.java, "-cp", f"{runtime.spark_home}/jars/*", "-Xmx256m", *QUICK_JVM,
+            *runtime.archives.jvm_options(role), main_class, *args]
 
 
 def _spark_env(runtime: Runtime) -> dict[str, str]:
@@ -154,7 +158,7 @@ def _spark_env(runtime: Runtime) -> dict[str, str]:
 def spark_master(runtime: Runtime, ports: Ports) -> LaunchSpec:
     return LaunchSpec(
         name="spark-master",
-        argv=_spark_daemon(runtime, "org.apache.spark.deploy.master.Master",
+        argv=_spark_daemon(runtime, "spark-master", "org.apache.spark.deploy.master.Master",
                            ["--host", LOOPBACK, "--port", str(ports.spark_master),
                             "--webui-port", str(ports.spark_master_ui)]),
         env=_spark_env(runtime),
@@ -166,7 +170,7 @@ def spark_master(runtime: Runtime, ports: Ports) -> LaunchSpec:
 def spark_worker(runtime: Runtime, ports: Ports, work_dir: Path, cores: int, memory: str) -> LaunchSpec:
     return LaunchSpec(
         name="spark-worker",
-        argv=_spark_daemon(runtime, "org.apache.spark.deploy.worker.Worker",
+        argv=_spark_daemon(runtime, "spark-worker", "org.apache.spark.deploy.worker.Worker",
                            [f"spark://{LOOPBACK}:{ports.spark_master}", "--host", LOOPBACK,
                             "--port", str(ports.spark_worker), "--webui-port", str(ports.spark_worker_ui),
                             "--cores", str(cores), "--memory", memory, "--work-dir", str(work_dir)]),

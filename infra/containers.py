@@ -45,6 +45,7 @@ from pathlib import Path
 
 from . import images
 from .artifacts import ArtifactPaths
+from .cds import ClassArchives
 from .components import LOOPBACK, LaunchSpec, Runtime
 from .errors import ComponentError, InfraError
 from .paths import REPO_ROOT
@@ -422,12 +423,13 @@ class ContainersBackend:
         self._count = 0
 
     # Backend protocol -----------------------------------------------------------------------------------------
-    def runtime(self, host_artifacts: ArtifactPaths) -> Runtime:
+    def runtime(self, host_artifacts: ArtifactPaths, host_archives: ClassArchives) -> Runtime:
         _configure_testcontainers()
         self._client = images.docker_client(timeout=120)
         remove_leftovers(self._client, self.progress)
         self.images = images.resolve(host_artifacts, self._client)
         layout = images.LAYOUT
+        # No class-data archives here: the images' JVMs are other JDK builds on other classpaths (infra/cds.py).
         return Runtime(java=layout.java, kafka_classpath=f"{layout.kafka_libs}/*", spark_home=layout.spark_home,
                        minio=layout.minio, toxiproxy=layout.toxiproxy)
 

@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from .cds import ClassArchives
 from .procs import ManagedProcess
 from .stack import Stack, StackInfo
 
@@ -27,8 +28,19 @@ def load_stack_info(environ=os.environ) -> StackInfo:
     return StackInfo.from_json(Path(environ["CHAOS_STACK_JSON"]).read_text())
 
 
-def spark_conf(info: StackInfo, app_name: str, environ=os.environ, proxied_driver: bool = True) -> dict[str, str]:
-    """Settings for a driver on `info`'s stack.
+def java_options(info: StackInfo, profile: str = "hardened") -> dict[str, str]:
+    """The driver's and the executors' JVM options: quick start-up, and the class-data archives recorded for this
+    job profile where the stack has them (infra/cds.py; another profile maps the hardened job's archives)."""
+    archives = ClassArchives.from_dict(info.class_archives)
+    driver = archives.jvm_options(f"driver-{profile}", fallback="driver-hardened")
+    executor = archives.jvm_options(f"executor-{profile}", fallback="executor-hardened")
+    return {"spark.driver.extraJavaOptions": " ".join([DRIVER_JAVA_OPTIONS, *driver]),
+            "spark.executor.extraJavaOptions": " ".join([EXECUTOR_JAVA_OPTIONS, *executor])}
+
+
+def spark_conf(info: StackInfo, app_name: str, environ=os.environ, proxied_driver: bool = True,
+               profile: str = "hardened") -> dict[str, str]:
+    """Settings for a driver on `info`'s stack, running the job's `profile` (which archives its JVMs map).
 
     With proxied_driver, executors reach the driver through the `spark-driver` proxies; a second driver at
     the same time (a colliding deployment) must pass False and gets ports of its own.
@@ -45,9 +57,8 @@ def spark_conf(info: StackInfo, app_name: str, environ=os.environ, proxied_drive
         "spark.driver.port": str(driver.rpc_port) if proxied_driver else "0",
         "spark.driver.blockManager.port": str(driver.block_manager_port) if proxied_driver else "0",
         "spark.driver.memory": "1g",
-        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
         "spark.executor.memory": "1g",
-        "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTIONS,
+        **java_options(info, profile),
         "spark.cores.max": "2",
         "spark.sql.shuffle.partitions": "4",
         "spark.pyspark.python": sys.executable,

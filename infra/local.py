@@ -8,6 +8,7 @@ from pathlib import Path
 import pyspark
 
 from .artifacts import ArtifactPaths
+from .cds import ClassArchives
 from .components import LaunchSpec, Runtime
 from .errors import InfraError
 from .procs import ManagedProcess
@@ -16,7 +17,7 @@ from .procs import ManagedProcess
 class LocalBackend:
     name = "local"
 
-    def runtime(self, host_artifacts: ArtifactPaths) -> Runtime:
+    def runtime(self, host_artifacts: ArtifactPaths, host_archives: ClassArchives) -> Runtime:
         java = shutil.which("java")
         if java is None:
             raise InfraError("java is not on PATH; install OpenJDK 17 (apt-get install openjdk-17-jre-headless)")
@@ -26,6 +27,8 @@ class LocalBackend:
             spark_home=str(Path(pyspark.__file__).parent),
             minio=str(host_artifacts.minio),
             toxiproxy=str(host_artifacts.toxiproxy),
+            # Every JVM runs here, on the JDK and jars the archives were recorded with.
+            archives=host_archives,
         )
 
     @staticmethod

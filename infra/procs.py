@@ -102,3 +102,33 @@ def _state(pid: int) -> str | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return None
+
+
+def descendants_running(ancestor: int, marker: bytes) -> list[int]:
+    """Processes below `ancestor` (its children, theirs, ...) whose command line contains `marker`: a Spark worker's
+    executors (CoarseGrainedExecutorBackend), a PySpark driver's JVM (SparkSubmit)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker in cmdline and _descends_from(int(entry), ancestor):
+            found.append(int(entry))
+    return found
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    for _ in range(20):
+        if pid == ancestor:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        if pid <= 1:
+            return False
+    return False

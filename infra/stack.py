@@ -27,6 +27,7 @@ from typing import Callable, Protocol
 
 from . import artifacts, components, registry
 from .artifacts import ArtifactPaths
+from .cds import ArchiveSet, ClassArchives
 from .components import DRIVER_ADVERTISED_HOST, LOOPBACK, LaunchSpec, Ports, Runtime
 from .errors import ComponentError, InfraError
 from .health import wait_until
@@ -56,7 +57,9 @@ class Handle(Protocol):
 class Backend(Protocol):
     name: str
 
-    def runtime(self, host_artifacts: ArtifactPaths) -> Runtime: ...
+    def runtime(self, host_artifacts: ArtifactPaths, host_archives: ClassArchives) -> Runtime:
+        """Program paths for this backend's commands, and which of the host's class-data archives its JVMs
+        can map (those running on this host's JDK and jars)."""
     def launch(self, spec: LaunchSpec, log_path: Path) -> Handle: ...
     def run_to_completion(self, spec_name: str, argv: list[str], env: dict[str, str], log_path: Path,
                           timeout: float) -> int: ...
@@ -92,6 +95,8 @@ class StackInfo:
     driver: DriverSlot
     proxies: dict[str, dict[str, str]]
     start_seconds: dict[str, float] = field(default_factory=dict)
+    # Class-data archives for the JVMs drivers start (the driver's own, the executors'): ClassArchives.to_dict()
+    class_archives: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -133,13 +138,15 @@ class Stack:
     # driver at the same time (a colliding deployment) gets executors instead of waiting forever for cores.
     def __init__(self, run_dir: Path, backend: str | Backend = "local", worker_cores: int = 4,
                  worker_memory: str = "3g", keep_data: bool = False,
-                 progress: Callable[[str], None] = lambda message: None):
+                 progress: Callable[[str], None] = lambda message: None,
+                 class_archives: ClassArchives | None = None):
         self.run_dir = Path(run_dir).resolve()
         self.backend = _backend(backend) if isinstance(backend, str) else backend
         self.worker_cores = worker_cores
         self.worker_memory = worker_memory
         self.keep_data = keep_data
         self.progress = progress
+        self.class_archives = class_archives  # None: the host's recorded archives; the training passes `record`
         self.credentials = Credentials.random()
         self.handles: dict[str, Handle] = {}
         self.info: StackInfo | None = None
@@ -180,7 +187,10 @@ class Stack:
         self._record.save()
         # The driver always runs on this host, so the jars it passes to Spark are host paths.
         host_artifacts = artifacts.verify()
-        runtime = self.backend.runtime(host_artifacts)
+        host_archives = self.class_archives or ArchiveSet.for_host(host_artifacts, _host_spark_home()).archives()
+        runtime = self.backend.runtime(host_artifacts, host_archives)
+        # Drivers always run on this host; executors run where the backend runs the Spark worker.
+        driver_archives = host_archives.only(("driver-",)).merged(runtime.archives.only(("executor-",)))
         ports = Ports(*free_ports(Ports.count(), hosts=(LOOPBACK, DRIVER_ADVERTISED_HOST)))
         for directory in ("kafka-data", "minio-data", "spark-work", "config"):
             (self.stack_dir / directory).mkdir(parents=True, exist_ok=True)
@@ -236,6 +246,7 @@ class Stack:
             proxies={name: {"listen": p.listen, "upstream": p.upstream}
                      for name, p in self.toxiproxy.proxies().items()},
             start_seconds=seconds,
+            class_archives=driver_archives.to_dict(),
         )
         (self.stack_dir / "stack.json").write_text(self.info.to_json())
         return self.info

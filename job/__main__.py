@@ -119,7 +119,7 @@ class Job:
             spark = spark_session(self.info, f"sessionize-{settings.profile}-{settings.deployment}",
                                   extra_conf={**{f"spark.hadoop.fs.s3a.{k}": v for k, v in settings.s3a_options.items()},
                                               **settings.spark_options},
-                                  proxied_driver=settings.proxied_driver)
+                                  proxied_driver=settings.proxied_driver, profile=settings.profile)
             spark.sparkContext.setLogLevel("WARN")
             _configure(spark, settings)
             spark.streams.addListener(ProgressFileListener(settings.progress_file,

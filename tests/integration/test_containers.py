@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from infra import artifacts, images
+from infra.cds import OFF
 from infra.components import LaunchSpec, Ports, toxiproxy
 from infra.containers import (LABEL, LABEL_OWNER, ContainersBackend, containers_of, engine_status, owner_label,
                               remove_leftovers)
@@ -44,7 +45,7 @@ def refs(client):
 @pytest.fixture
 def containers_backend(tmp_path):
     backend = ContainersBackend()
-    backend.runtime_paths = backend.runtime(artifacts.verify())
+    backend.runtime_paths = backend.runtime(artifacts.verify(), OFF)
     yield backend
     backend.close()
 
@@ -198,7 +199,7 @@ def test_a_killed_run_is_cleaned_up_by_the_next_start(tmp_path, client):
     assert left, "a SIGKILLed run leaves its containers (until the next start)"
     backend = ContainersBackend()
     try:
-        backend.runtime(artifacts.verify())  # what every containers stack start does first
+        backend.runtime(artifacts.verify(), OFF)  # what every containers stack start does first
         assert containers_of(run_dir) == []
     finally:
         backend.close()

@@ -1,10 +1,16 @@
 """The system under test on the real stack: a clean run of each profile, judged by the oracle."""
 from __future__ import annotations
 
+import threading
+import time
+from pathlib import Path
+
 import pytest
 
 from chaos.jobrun import ArmConfig, JobArm
 from chaos.workload import Ledger, WorkloadSpec
+from infra.cds import mapped_archives
+from infra.procs import descendants_running
 from infra.stack import Stack
 
 pytestmark = pytest.mark.integration
@@ -25,7 +31,25 @@ WORKLOAD = WorkloadSpec(shape="zipf", keys=300, rate=400, duration_ms=15_000, se
 def test_clean_run_is_exactly_once(stack, tmp_path, profile):
     arm = JobArm(stack, tmp_path / profile, ArmConfig(profile=profile, workload=WORKLOAD, gap_ms=2_000,
                                                       max_session_ms=5_000, watermark_ms=1_000))
-    result = arm.run_clean()
+    # run_clean()'s steps, with a look at the driver's and the executor's JVMs while the workload runs
+    arm.create_topic()
+    arm.start_job()
+    try:
+        producer = threading.Thread(target=arm.produce, name="producer")
+        producer.start()
+        mapped = _jvm_archives(stack, arm.job.pid)
+        producer.join()
+        arm.drain()
+    finally:
+        arm.stop_job()
+    result = arm.judge()
+    # The JVMs map the class-data archives recorded for this profile: the driver always (it runs on this host), the
+    # executor where it runs on this host too (local backend).
+    assert f"driver-{profile}.jsa" in mapped["driver"], mapped
+    if stack.backend.name == "local":
+        assert f"executor-{profile}.jsa" in mapped["executor"], mapped
+    else:
+        assert not any(name.startswith("executor-") for name in mapped["executor"]), mapped
     oracle = result["oracle"]
     assert result["produced"]["acked"] == 6_000
     assert result["drained"], result
@@ -38,3 +62,16 @@ def test_clean_run_is_exactly_once(stack, tmp_path, profile):
     else:
         # processing-time sessions depend on batch timing; every key's events are covered exactly once
         assert result["sessions_emitted"] >= len(keys)
+
+
+def _jvm_archives(stack, job_pid: int, timeout_s: float = 120.0) -> dict[str, set[str]]:
+    """Names of the archive files the job's driver JVM and its executor JVM have mapped, once both run."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        drivers = descendants_running(job_pid, b"org.apache.spark.deploy.SparkSubmit")
+        executors = descendants_running(stack.handles["spark-worker"].pid, b"CoarseGrainedExecutorBackend")
+        if drivers and executors:
+            return {"driver": {Path(p).name for p in mapped_archives(drivers[0])},
+                    "executor": {Path(p).name for p in mapped_archives(executors[0])}}
+        time.sleep(0.5)
+    raise AssertionError(f"the job's driver and executor JVMs did not both appear within {timeout_s:.0f} s")

@@ -48,6 +48,21 @@ def test_every_component_is_up_on_loopback(stack):
         assert listening(host, int(port))
 
 
+def test_server_jvms_map_their_class_data_archives_where_the_backend_can(stack):
+    """On the local backend Kafka and the Spark daemons map the archives `make setup` recorded (a JVM that cannot use
+    one says nothing: this is how we know the start-up speed-up is real); containers run other JDK builds and map
+    none of the host's."""
+    from infra.cds import mapped_archives
+
+    expected = {"kafka": "kafka.jsa", "spark-master": "spark-master.jsa", "spark-worker": "spark-worker.jsa"}
+    for component, archive in expected.items():
+        mapped = {Path(path).name for path in mapped_archives(stack.handles[component].pid)}
+        if stack.backend.name == "local":
+            assert archive in mapped, (component, mapped)
+        else:
+            assert archive not in mapped, (component, mapped)
+
+
 def test_kafka_advertises_the_proxy(stack):
     """Every client connection, reconnects included, must cross the `kafka` proxy."""
     from confluent_kafka.admin import AdminClient

@@ -44,6 +44,8 @@ CASES = [
     ("an unknown bench variant", ["bench", "job", "--variants", "x"], 2, "chaos: unknown bench variant 'x'", ""),
     ("no start-up rounds", ["bench", "startup", "--rounds", "0"], 2,
      "chaos bench startup: argument --rounds: '0' must be greater than 0", "see: chaos bench startup --help"),
+    ("an unknown start-up variant", ["bench", "startup", "--variants", "archives,c2"], 2,
+     "chaos bench startup: argument --variants: 'c2' is not a start-up variant; allowed: archives, c1, tiered", ""),
 ]
 
 

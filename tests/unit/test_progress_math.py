@@ -40,14 +40,35 @@ def test_watermark_is_read_in_milliseconds():
 
 
 
-def test_startup_variants_differ_only_in_the_jit_and_c1_is_what_the_suite_runs():
-    from chaos.bench import startup_variants
-    from infra.driver import DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS, QUICK_START_JIT
+def test_startup_variants_differ_only_in_archives_and_jit_and_archives_is_what_the_suite_runs():
+    from types import SimpleNamespace
 
-    variants = startup_variants()
-    assert set(variants) == {"c1", "tiered"}
-    assert variants["c1"] == {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
-                              "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTIONS}
-    for side in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+    from chaos.bench import startup_variants
+    from infra.cds import ClassArchives
+    from infra.driver import DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS, QUICK_START_JIT, spark_conf
+
+    archives = ClassArchives("use", {"driver-hardened": "/c/driver-hardened.jsa",
+                                     "executor-hardened": "/c/executor-hardened.jsa"})
+    info = SimpleNamespace(class_archives=archives.to_dict())
+    variants = startup_variants(info)
+    assert set(variants) == {"archives", "c1", "tiered"}
+    driver, executor = "spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"
+    assert variants["c1"] == {driver: DRIVER_JAVA_OPTIONS, executor: EXECUTOR_JAVA_OPTIONS}
+    assert variants["archives"] == {driver: f"{DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile=/c/driver-hardened.jsa",
+                                    executor: f"{EXECUTOR_JAVA_OPTIONS} -XX:SharedArchiveFile=/c/executor-hardened.jsa"}
+    for side in (driver, executor):
         assert QUICK_START_JIT in variants["c1"][side] and QUICK_START_JIT not in variants["tiered"][side]
-    assert "-Xss16m" in variants["tiered"]["spark.driver.extraJavaOptions"]  # only the JIT differs
+    assert "-Xss16m" in variants["tiered"][driver]  # only the JIT differs
+    # what the suite's drivers run is the archives variant
+    real = SimpleNamespace(class_archives=archives.to_dict(), spark_master="spark://x", spark_jars=[], s3_endpoint="e",
+                           driver=SimpleNamespace(bind_host="127.0.0.1", advertised_host="127.0.0.2", rpc_port=1,
+                                                  block_manager_port=2))
+    conf = spark_conf(real, "app", environ={"CHAOS_S3_ACCESS_KEY": "a", "CHAOS_S3_SECRET_KEY": "s"})
+    assert {k: conf[k] for k in (driver, executor)} == variants["archives"]
+
+
+def test_startup_order_is_abba_after_one_uncounted_start():
+    from chaos.bench import startup_order
+
+    assert startup_order(["archives", "c1"], 3) == ["warm-up", "archives", "c1", "c1", "archives", "archives", "c1"]
+    assert startup_order(["a"], 2) == ["warm-up", "a", "a"]
