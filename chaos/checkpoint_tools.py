@@ -69,19 +69,22 @@ class NothingToCorrupt(Exception):
 
 
 def choose(checkpoint: Checkpoint, kind: str, version: int | str, rng: random.Random,
-           snapshot_ssts=None) -> StateFile:
-    """The file to damage: of `kind`, in the newest state version that has one (or exactly `version`).
+           snapshot_ssts=None, count: int = 1) -> list[StateFile]:
+    """The files to damage: of `kind`, in the newest state version that has one (or exactly `version`).
 
     For an SST, the snapshot of that version names the candidates (`snapshot_ssts(zip_file)` -> names); one is
-    drawn with `rng` so a seed reproduces the choice."""
+    drawn with `rng` so a seed reproduces the choice. With `count` > 1 (and version "newest") the other files come
+    from other partitions, each at its own newest version (what that partition loads on a restart); an SST kind
+    takes further SSTs of the same snapshots once the partitions run out."""
     committed = max(checkpoint.commits) + 1 if checkpoint.commits else None
-    candidates: list[tuple[int, StateFile]] = []
-    for partition in checkpoint.partitions.values():
+    by_partition: dict[str, list[tuple[int, StateFile]]] = {}
+    for name, partition in checkpoint.partitions.items():
         files = partition.snapshots if kind in ("zip", "sst") else partition.changelogs
         for v, file in files.items():
             if committed is not None and v > committed:
                 continue  # a version no commit refers to is never loaded: damaging it proves nothing
-            candidates.append((v, file))
+            by_partition.setdefault(name, []).append((v, file))
+    candidates = [pair for pairs in by_partition.values() for pair in pairs]
     if not candidates:
         raise NothingToCorrupt(f"the checkpoint has no {'snapshot' if kind != 'changelog' else 'changelog'} file "
                                f"of a committed version yet")
@@ -90,15 +93,31 @@ def choose(checkpoint: Checkpoint, kind: str, version: int | str, rng: random.Ra
     if not at_version:
         raise NothingToCorrupt(f"no {kind} file at state version {wanted}; have versions "
                                f"{sorted({v for v, _ in candidates})[-5:]}")
-    chosen = rng.choice(at_version)
+    first = rng.choice(at_version)
+    files = [first]
+    if count > 1 and version == "newest":
+        others = sorted((max(pairs, key=lambda pair: pair[0]) for name, pairs in by_partition.items()
+                         if name != first.partition), key=lambda pair: (-pair[0], pair[1].key))
+        files += [file for _v, file in others]
     if kind != "sst":
-        return chosen
-    names = sorted(snapshot_ssts(chosen))
-    partition = checkpoint.partitions[chosen.partition]
-    ssts = [partition.ssts[n] for n in names if n in partition.ssts]
-    if not ssts:
-        raise NothingToCorrupt(f"snapshot {chosen.key} lists no SST file that exists")
-    return rng.choice(ssts)
+        if len(files) < count:
+            raise NothingToCorrupt(f"{count} {kind} files to damage wanted, the checkpoint has {len(files)}")
+        return files[:count]
+    chosen: list[StateFile] = []
+    spare: list[StateFile] = []
+    for snapshot in files:
+        partition = checkpoint.partitions[snapshot.partition]
+        ssts = [partition.ssts[n] for n in sorted(snapshot_ssts(snapshot)) if n in partition.ssts]
+        rng.shuffle(ssts)
+        if ssts:
+            chosen.append(ssts[0])
+            spare += ssts[1:]
+    if not chosen:
+        raise NothingToCorrupt(f"snapshot {first.key} lists no SST file that exists")
+    chosen += spare
+    if len(chosen) < count:
+        raise NothingToCorrupt(f"{count} SST files to damage wanted, the newest snapshots list {len(chosen)}")
+    return chosen[:count]
 
 
 def damage(data: bytes, method: str, rng: random.Random) -> bytes:
@@ -121,32 +140,40 @@ def damage(data: bytes, method: str, rng: random.Random) -> bytes:
     raise ValueError(f"unknown corruption method {method!r}; allowed: {', '.join(METHODS)}")
 
 
-def can_corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str) -> bool:
-    """Is there a file of this kind (and version) to damage yet? (A snapshot appears only every few versions.)"""
+def can_corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str, count: int = 1) -> bool:
+    """Are there `count` files of this kind (and version) to damage yet? (A snapshot appears only every few
+    versions.)"""
     from job.integrity import snapshot_ssts as parse_zip
 
     root = prefix.rstrip("/")
     try:
-        choose(parse_listing(_listing(s3, bucket, root), root), kind, version, random.Random(0),
+        choose(parse_listing(_listing(s3, bucket, root), root), kind, version, random.Random(0), count=count,
                snapshot_ssts=lambda zip_file: parse_zip(_read(s3, bucket, f"{root}/{zip_file.key}")))
     except (NothingToCorrupt, ValueError):
         return False
     return True
 
 
-def corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str, method: str, seed: int = 0) -> dict:
-    """Damage one state file in place (the job must be stopped). Returns what was done, for the history."""
+def corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str, method: str | list[str],
+            seed: int = 0) -> dict:
+    """Damage state files in place (the job must be stopped): one per method. Returns what was done, for the
+    history: the first file's fields, and every file under `files`."""
     from job.integrity import snapshot_ssts as parse_zip
 
     root = prefix.rstrip("/")
+    methods = [method] if isinstance(method, str) else list(method)
     checkpoint = parse_listing(_listing(s3, bucket, root), root)
     rng = random.Random(seed)
-    target = choose(checkpoint, kind, version, rng,
-                    snapshot_ssts=lambda zip_file: parse_zip(_read(s3, bucket, f"{root}/{zip_file.key}")))
-    key = f"{root}/{target.key}"
-    original = _read(s3, bucket, key)
-    damaged = damage(original, method, rng)
-    s3.put_object(bucket, key, io.BytesIO(damaged), len(damaged))
-    return {"file": target.key, "kind": target.kind, "version": target.version, "method": method,
-            "size_before": len(original), "size_after": len(damaged),
-            "sst_magic_before": original[-8:] == SST_MAGIC if target.kind == "sst" else None}
+    targets = choose(checkpoint, kind, version, rng, count=len(methods),
+                     snapshot_ssts=lambda zip_file: parse_zip(_read(s3, bucket, f"{root}/{zip_file.key}")))
+    done = []
+    for target, how in zip(targets, methods):
+        key = f"{root}/{target.key}"
+        original = _read(s3, bucket, key)
+        damaged = damage(original, how, rng)
+        s3.put_object(bucket, key, io.BytesIO(damaged), len(damaged))
+        done.append({"file": target.key, "kind": target.kind, "version": target.version, "method": how,
+                     "size_before": len(original), "size_after": len(damaged),
+                     "sst_magic_before": original[-8:] == SST_MAGIC if target.kind == "sst" else None})
+    return {**done[0], "file": ", ".join(d["file"] for d in done), "method": "+".join(d["method"] for d in done),
+            "files": done}

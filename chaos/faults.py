@@ -331,10 +331,11 @@ class CorruptCheckpoint(BaseFault):
         arm, history, p = self.ctx.arm, self.ctx.history, self.fault.params
         s3, bucket = self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket
         deadline = time.monotonic() + self.WAIT_S
-        while not checkpoint_tools.can_corrupt(s3, bucket, arm.checkpoint_prefix, p["kind"], p["version"]):
+        count = 1 if isinstance(p["method"], str) else len(p["method"])
+        while not checkpoint_tools.can_corrupt(s3, bucket, arm.checkpoint_prefix, p["kind"], p["version"], count):
             if time.monotonic() > deadline:
-                raise FaultError(f"checkpoint.corrupt {p['kind']}: no such file appeared in the checkpoint within "
-                                 f"{self.WAIT_S:.0f} s")
+                raise FaultError(f"checkpoint.corrupt {p['kind']}: {count} such file(s) did not appear in the "
+                                 f"checkpoint within {self.WAIT_S:.0f} s")
             if self.stop.wait(2):
                 return
         arm.stop_job()

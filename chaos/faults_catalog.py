@@ -32,11 +32,13 @@ class Param:
     choices: tuple[object, ...] = ()  # for choice
     words: tuple[str, ...] = ()  # literal words an int also accepts (checkpoint.corrupt version: newest)
     scaled: bool = False  # durations only: multiplied by the suite's scale
+    many: bool = False  # choices only: a list of distinct choices is allowed too
 
     def allowed(self) -> str:
         """What a spec may write here, for the `allowed:` part of an error message."""
         if self.kind == "choice":
-            return " | ".join(str(c) for c in self.choices)
+            one = " | ".join(str(c) for c in self.choices)
+            return f"{one}, or a list of distinct ones" if self.many else one
         if self.kind == "duration":
             low = "" if self.minimum is None else f" >= {self.minimum:g}s"
             return f"a duration like 500ms, 30s, 2m{low}"
@@ -124,8 +126,8 @@ _CATALOG = (
               "then restarts on it", ("checkpoint",), _params(
                   kind=Param("choice", "which file", required=True, choices=("sst", "zip", "changelog")),
                   version=Param("int", "state version to damage", default="newest", minimum=1, words=("newest",)),
-                  method=Param("choice", "how", required=True, choices=("bit_flip", "truncate", "footer",
-                                                                        "zero_fill")),
+                  method=Param("choice", "how; a list damages one file per method (other partitions first)",
+                               required=True, choices=("bit_flip", "truncate", "footer", "zero_fill"), many=True),
               )),
     FaultType("data.hot_key", "one key takes `share` of all events and never pauses", ("workload",), _params(
         share=Param("number", "fraction of events on the hot key", default=0.5, minimum=0.01, maximum=0.99),

@@ -610,7 +610,12 @@ def _param(value: object, path: Path_, param: Param, scale: float) -> object:
             raise _Invalid(path, f"{_show(value)} is too short", param.allowed())
         return seconds
     if param.kind == "choice":
-        if value not in param.choices or isinstance(value, bool):
+        if param.many and isinstance(value, list):
+            if not value or len(set(map(str, value))) != len(value):
+                raise _Invalid(path, f"{_show(value)} is not valid (empty, or a choice twice)", param.allowed())
+            return [_param(item, path + (str(index),), dataclasses.replace(param, many=False), scale)
+                    for index, item in enumerate(value)]
+        if isinstance(value, (list, dict)) or value not in param.choices or isinstance(value, bool):
             raise _Invalid(path, f"{_show(value)} is not valid", param.allowed())
         return value
     if value in param.words:

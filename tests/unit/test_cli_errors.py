@@ -4,6 +4,7 @@ every case fails before a stack would start, which is part of what is tested."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,8 +63,10 @@ def test_bad_input_is_one_line_and_its_exit_code(tmp_path, case, args, code, sta
 
 def test_a_bad_spec_file_is_one_line_naming_file_and_field(tmp_path):
     spec = tmp_path / "broken.yaml"
-    spec.write_text((ROOT / "experiments" / "checkpoint-commit-budget.yaml").read_text()
-                    .replace("phases: {steady: 20s", "phases: {steady: 20 parsecs"))
+    text = (ROOT / "experiments" / "checkpoint-commit-budget.yaml").read_text()
+    broken = re.sub(r"phases: \{steady: \d+s", "phases: {steady: 20 parsecs", text)
+    assert broken != text, "the spec's phases line changed: update this test, or it runs a real experiment"
+    spec.write_text(broken)
     done = chaos("run", str(spec), "--out", str(tmp_path))
     assert done.returncode == 2
     assert done.stderr.strip() == (f"chaos: {spec}: phases.steady: '20 parsecs' is not a duration; allowed: a "

@@ -150,6 +150,17 @@ CORPUS = [
      "logs, lineage, refused_within"),
     ("bad param", _append_fault({"fault": "network.bandwidth", "target": "s3", "params": {"rate_kbps": -5}}),
      "faults.1.params.rate_kbps: -5 is not valid; allowed: an integer >= 0"),
+    ("a repeated corruption method", _append_fault({"fault": "checkpoint.corrupt", "at": "0s", "duration": "5s",
+                                                    "params": {"kind": "sst", "method": ["footer", "footer"]}}),
+     "faults.1.params.method: ['footer', 'footer'] is not valid (empty, or a choice twice); allowed: bit_flip | "
+     "truncate | footer | zero_fill, or a list of distinct ones"),
+    ("an unknown corruption method in a list", _append_fault({"fault": "checkpoint.corrupt", "at": "0s",
+                                                              "duration": "5s",
+                                                              "params": {"kind": "sst", "method": ["footer", "melt"]}}),
+     "faults.1.params.method.1: 'melt' is not valid; allowed: bit_flip | truncate | footer | zero_fill"),
+    ("a list where one choice is allowed", _append_fault({"fault": "network.latency", "target": "s3", "params": {
+        "latency": "1s", "direction": ["upstream"]}}),
+     "faults.1.params.direction: ['upstream'] is not valid; allowed: upstream | downstream | both"),
     ("param of a fault without params", _set("faults", 0, "params", {"latency": "1s"}),
      "faults.0.params.latency: unknown field; allowed: no params: network.down takes none"),
     ("missing param", _append_fault({"fault": "network.latency", "target": "s3"}),
