@@ -25,6 +25,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .artifacts import sha256_of
 from .paths import cache_dir
 
 # Bump when the training changes what it exercises, so archives are recorded again.
@@ -143,7 +144,7 @@ class ArchiveSet:
             path = self.path(role)
             if pin is None or not path.is_file():
                 found.append(f"class-data archive {role} is missing from {self.directory}")
-            elif path.stat().st_size != pin["size"] or (full and _sha256(path) != pin["sha256"]):
+            elif path.stat().st_size != pin["size"] or (full and sha256_of(path) != pin["sha256"]):
                 found.append(f"class-data archive {path} is damaged (does not match its record)")
         return found
 
@@ -154,14 +155,6 @@ class ArchiveSet:
         return ClassArchives("use", {role: str(self.path(role)) for role in ROLES})
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def seal(staging: Path, final: ArchiveSet, spark_home: str) -> None:
     """Record sizes and SHA-256 of the archives recorded in `staging`, then move them into place at once."""
     roles = {}
@@ -169,7 +162,7 @@ def seal(staging: Path, final: ArchiveSet, spark_home: str) -> None:
         path = staging / f"{role}.jsa"
         if not path.is_file():
             raise FileNotFoundError(f"the training recorded no {role} archive")
-        roles[role] = {"size": path.stat().st_size, "sha256": _sha256(path)}
+        roles[role] = {"size": path.stat().st_size, "sha256": sha256_of(path)}
     (staging / METADATA).write_text(json.dumps({"training_version": TRAINING_VERSION, "spark_home": spark_home,
                                                 "roles": roles}, indent=1) + "\n")
     if final.directory.exists():
