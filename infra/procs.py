@@ -106,8 +106,11 @@ def _state(pid: int) -> str | None:
 
 def descendants_running(ancestor: int, marker: bytes) -> list[int]:
     """Processes below `ancestor` (its children, theirs, ...) whose command line contains `marker`: a Spark worker's
-    executors (CoarseGrainedExecutorBackend), a PySpark driver's JVM (SparkSubmit)."""
-    found = []
+    executors (CoarseGrainedExecutorBackend), a PySpark driver's JVM (SparkSubmit).
+
+    Only the outermost match of each line: a JVM that spawns a process (an executor starting its Python workers) has,
+    for a moment before exec, a child with the JVM's command line; that child is not another executor."""
+    matches = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -115,20 +118,25 @@ def descendants_running(ancestor: int, marker: bytes) -> list[int]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        if marker in cmdline and _descends_from(int(entry), ancestor):
-            found.append(int(entry))
-    return found
+        if marker in cmdline:
+            chain = _ancestry(int(entry), ancestor)
+            if chain is not None:
+                matches[int(entry)] = chain
+    return sorted(pid for pid, chain in matches.items() if not any(above in matches for above in chain))
 
 
-def _descends_from(pid: int, ancestor: int) -> bool:
+def _ancestry(pid: int, ancestor: int) -> list[int] | None:
+    """The processes between `pid` (excluded) and `ancestor` (included), or None when pid does not descend from it."""
+    chain: list[int] = []
     for _ in range(20):
         if pid == ancestor:
-            return True
+            return chain
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
-            return False
+            return None
         pid = int(stat.rsplit(")", 1)[1].split()[1])
         if pid <= 1:
-            return False
-    return False
+            return None
+        chain.append(pid)
+    return None

@@ -1,6 +1,7 @@
 """The system under test on the real stack: a clean run of each profile, judged by the oracle."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -64,13 +65,25 @@ def test_clean_run_is_exactly_once(stack, tmp_path, profile):
         assert result["sessions_emitted"] >= len(keys)
 
 
+JVM_STARTED_S = 3.0
+
+
+def _age_s(pid: int) -> float:
+    """Seconds since the process started (its start time in /proc is in clock ticks since boot)."""
+    started_ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+    return uptime_s - started_ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _jvm_archives(stack, job_pid: int, timeout_s: float = 120.0) -> dict[str, set[str]]:
     """Names of the archive files the job's driver JVM and its executor JVM have mapped, once both run."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         drivers = descendants_running(job_pid, b"org.apache.spark.deploy.SparkSubmit")
         executors = descendants_running(stack.handles["spark-worker"].pid, b"CoarseGrainedExecutorBackend")
-        if drivers and executors:
+        # A JVM maps its archives while it starts: the base archive first, the recorded one after the class path
+        # is checked, so both are read once the JVMs have been up for a few seconds.
+        if drivers and executors and min(_age_s(drivers[0]), _age_s(executors[0])) >= JVM_STARTED_S:
             return {"driver": {Path(p).name for p in mapped_archives(drivers[0])},
                     "executor": {Path(p).name for p in mapped_archives(executors[0])}}
         time.sleep(0.5)
