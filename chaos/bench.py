@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from infra.driver import launch_driver
+from infra.errors import InfraError
 from infra.stack import Stack
 
 from .outputs import read_progress
@@ -183,6 +184,10 @@ def bench_startup(run_dir: Path, rounds: int = 3, variants: tuple[str, ...] = ("
     profile_options = hardened("t", "d", "p").spark_options
     spec = WorkloadSpec(shape="uniform", keys=50, rate=STARTUP_FEED_RATE, duration_ms=3600 * 1000, seed=1)
     with Stack(run_dir, progress=progress) as stack:
+        if "archives" in names and stack.info.class_archives.get("mode") != "use":
+            # without recorded archives the variant is c1 under another name: a ratio near 1 would mislead
+            raise InfraError("chaos bench startup: the `archives` variant needs the class-data archives recorded; "
+                             "run: make setup (or leave it out: --variants c1,tiered)")
         options = startup_variants(stack.info)
         results["variants"] = {name: {"conf": options[name], "starts": []} for name in names}
         bootstrap = stack.info.kafka_internal_bootstrap

@@ -5,7 +5,7 @@ which exits at once, dumps at its exit), runs the job of each profile until it h
 (Kafka source, session state in RocksDB, changelog and output on S3: the classes every arm loads), and dumps each
 running JVM's classes with `jcmd <pid> VM.cds dynamic_dump`. The archives are written to a staging directory and
 moved into place together with a record of their sizes and SHA-256, so a killed training leaves nothing half-done.
-One Spark job at a time, as everywhere in the suite. About three minutes, once per JDK, venv and jar set.
+One Spark job at a time, as everywhere in the suite. About four minutes, once per JDK, venv and jar set.
 """
 from __future__ import annotations
 
@@ -40,29 +40,35 @@ class TrainingError(InfraError):
 
 
 def ensure(progress: Callable[[str], None]) -> cds.ArchiveSet:
-    """The host's archive set, recorded first if it is missing or damaged; raises TrainingError."""
+    """The host's archive set, recorded first if it is missing or damaged; raises TrainingError.
+
+    One training at a time on this machine (two set-ups side by side would run four Spark jobs on two cores and race
+    to move their sets into place): a second set-up waits for the first and then finds the archives recorded."""
     host_artifacts = artifacts.verify()
     spark_home = _host_spark_home()
     target = cds.ArchiveSet.for_host(host_artifacts, spark_home)
-    cds.prune(keep=target.directory)
-    found = target.problems(full=True)
-    if not found:
-        return target
-    jcmd = _jcmd()
-    progress(f"class-data archives: recording them ({found[0]}); about three minutes, once per JDK, venv and jars")
-    staging = cache_dir() / "cds" / f"{target.directory.name}.training-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
-        record = cds.ClassArchives("record", {role: str(staging / f"{role}.jsa") for role in cds.ROLES})
-        _train(staging / "run", record, jcmd, progress)
-        shutil.rmtree(staging / "run")
-        cds.seal(staging, target, spark_home)  # moves the staging directory into place
-    except (FileNotFoundError, InfraError) as error:
-        raise TrainingError(f"class-data archives not recorded: {error} (training logs: {staging / 'run' / 'logs'})")
-    finally:
-        for archive in staging.glob("*.jsa"):  # a failed training keeps its logs, not 700 MB of archives
-            archive.unlink()
+    with cds.training_lock():
+        cds.prune(keep=target.directory, spark_home=spark_home)
+        found = target.problems(full=True)
+        if not found:
+            return target
+        jcmd = _jcmd()
+        progress(f"class-data archives: recording them ({found[0]}); about four minutes, once per JDK, venv and jars")
+        staging = cache_dir() / "cds" / f"{target.directory.name}.training-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        try:
+            record = cds.ClassArchives("record", {role: str(staging / f"{role}.jsa") for role in cds.ROLES})
+            _train(staging / "run", record, jcmd, progress)
+            run_dir = staging / "run"
+            cds.seal(staging, target, spark_home)  # moves the staging directory into place, the training's run too
+            shutil.rmtree(target.directory / run_dir.name)
+        except Exception as error:  # an optimisation: whatever stops the training, set-up goes on without archives
+            raise TrainingError(f"class-data archives not recorded: {error} "
+                                f"(training logs: {staging / 'run' / 'logs'})") from error
+        finally:
+            for archive in staging.glob("*.jsa"):  # a failed training keeps its logs, not 700 MB of archives
+                archive.unlink()
     progress(f"class-data archives recorded in {target.directory}")
     return target
 
@@ -116,7 +122,6 @@ def _train_job(stack: Stack, run_dir: Path, profile: str, record: cds.ClassArchi
                     stop_event=stop, config={"log_level": 3})
 
     feeder = threading.Thread(target=feed, name=f"cds-feed-{profile}", daemon=True)
-    feeder.start()
     progress_file = run_dir / f"progress-{profile}.jsonl"
     # A short gap, so sessions close (and the output path runs) within the training's batches.
     args = ["--profile", profile, "--topic", topic, "--deployment", f"cds-{profile}-{uuid.uuid4().hex[:6]}",
@@ -125,6 +130,7 @@ def _train_job(stack: Stack, run_dir: Path, profile: str, record: cds.ClassArchi
         args += ["--watermark", "500ms"]
     job = launch_driver(stack, f"cds-training-{profile}", "job", args)
     try:
+        feeder.start()
         deadline = time.monotonic() + JOB_TIMEOUT_S
         while True:
             if not job.alive():
@@ -149,4 +155,5 @@ def _train_job(stack: Stack, run_dir: Path, profile: str, record: cds.ClassArchi
         job.signal_leader(15)
         if job.wait(60) is None:
             job.stop()
-        feeder.join(30)
+        if feeder.is_alive():
+            feeder.join(30)

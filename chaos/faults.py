@@ -318,7 +318,7 @@ class SecondDeployment(BaseFault):
 
 
 class CorruptCheckpoint(BaseFault):
-    """Stop the job, damage one state file in MinIO, start the job again on the damaged checkpoint.
+    """Stop the job, damage state files in MinIO (one per method), start the job again on the damaged checkpoint.
 
     A snapshot exists only every few versions: the inject first waits (up to WAIT_S) for a file of the kind to
     damage, so the fault does not depend on how many batches the job happened to run before it."""
@@ -349,7 +349,6 @@ class CorruptCheckpoint(BaseFault):
         finally:
             new = arm.start_job()  # the job runs again whatever happened to the checkpoint
         self.ctx.say(f"corrupted {damaged['file']} ({damaged['method']})")
-        self.damaged = damaged
         history.job("restarted", "job-driver", pid=new.pid, corrupted=damaged)
 
     def heal(self) -> None:

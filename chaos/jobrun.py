@@ -4,7 +4,7 @@
     arm.create_topic(); arm.start_job(); arm.produce(); arm.drain(); arm.stop_job()
     report = arm.judge()
 
-Every step is a method so experiments can put faults between them; `run_clean()` chains them.
+Every step is a method so experiments can put faults between them.
 The job is the system under test: the harness only starts, signals and reads it.
 """
 from __future__ import annotations
@@ -266,18 +266,6 @@ class JobArm:
             if record.get("event") == "terminated" and record.get("exception"):
                 return record["exception"].splitlines()[0][:500]
         return None
-
-    def run_clean(self) -> dict:
-        """No fault: produce, drain, stop, judge. The job is stopped whatever happens."""
-        self.create_topic()
-        self.start_job()
-        try:
-            self.produce()
-            self.drain()
-        finally:
-            self.stop_job()
-        return self.judge()
-
 
 class EventTimePacer:
     """Pacer interface over planned events: event i is due when the wall clock reaches its event time."""

@@ -18,12 +18,15 @@ run on this host (the containers' JVMs run another JDK build and classpath, wher
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from .artifacts import sha256_of
 from .paths import cache_dir
@@ -52,6 +55,8 @@ class ClassArchives:
     def jvm_options(self, role: str, fallback: str | None = None) -> list[str]:
         """JVM options for a JVM of `role` (`fallback`: a role whose archive serves if `role` has none: any archive
         recorded on the same classpath is valid, it only holds fewer of this JVM's classes)."""
+        if any(character.isspace() for path in self.paths.values() for character in path):
+            return []  # Spark splits extraJavaOptions at white space: such a path would stop the JVM, not speed it
         if self.mode == "use":
             path = self.paths.get(role) or (self.paths.get(fallback) if fallback else None)
             return [f"-XX:SharedArchiveFile={path}"] if path else []
@@ -171,9 +176,23 @@ def seal(staging: Path, final: ArchiveSet, spark_home: str) -> None:
     staging.rename(final.directory)
 
 
-def prune(cache: Path | None = None, keep: Path | None = None) -> list[Path]:
-    """Remove archive sets whose venv is gone (their Spark home no longer exists) and abandoned staging
-    directories of trainings that were killed; returns what was removed."""
+@contextmanager
+def training_lock(cache: Path | None = None) -> Iterator[None]:
+    """One training (and pruning) at a time on this machine; a second set-up waits for the first."""
+    root = (cache or cache_dir()) / "cds"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".training.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prune(cache: Path | None = None, keep: Path | None = None, spark_home: str | None = None) -> list[Path]:
+    """Remove archive sets whose venv is gone (their Spark home no longer exists), sets that `keep` supersedes (the
+    same `spark_home` with other jars, another JDK or an older training) and abandoned staging directories of
+    trainings that were killed; returns what was removed."""
     root = (cache or cache_dir()) / "cds"
     removed = []
     if not root.is_dir():
@@ -187,7 +206,8 @@ def prune(cache: Path | None = None, keep: Path | None = None) -> list[Path]:
                 continue  # another setup is training right now
         else:
             meta = ArchiveSet(entry).metadata()
-            if meta is not None and Path(meta.get("spark_home", "")).is_dir():
+            home = (meta or {}).get("spark_home", "")
+            if meta is not None and Path(home).is_dir() and home != spark_home:
                 continue
         shutil.rmtree(entry, ignore_errors=True)
         removed.append(entry)

@@ -105,8 +105,8 @@ def _state(pid: int) -> str | None:
 
 
 def descendants_running(ancestor: int, marker: bytes) -> list[int]:
-    """Processes below `ancestor` (its children, theirs, ...) whose command line contains `marker`: a Spark worker's
-    executors (CoarseGrainedExecutorBackend), a PySpark driver's JVM (SparkSubmit).
+    """`ancestor` and the processes below it (its children, theirs, ...) whose command line contains `marker`: a
+    Spark worker's executors (CoarseGrainedExecutorBackend), a PySpark driver's JVM (SparkSubmit).
 
     Only the outermost match of each line: a JVM that spawns a process (an executor starting its Python workers) has,
     for a moment before exec, a child with the JVM's command line; that child is not another executor."""

@@ -187,7 +187,8 @@ class Stack:
         self._record.save()
         # The driver always runs on this host, so the jars it passes to Spark are host paths.
         host_artifacts = artifacts.verify()
-        host_archives = self.class_archives or ArchiveSet.for_host(host_artifacts, _host_spark_home()).archives()
+        host_archives = (self.class_archives if self.class_archives is not None
+                         else ArchiveSet.for_host(host_artifacts, _host_spark_home()).archives())
         runtime = self.backend.runtime(host_artifacts, host_archives)
         # Drivers always run on this host; executors run where the backend runs the Spark worker.
         driver_archives = host_archives.only(("driver-",)).merged(runtime.archives.only(("executor-",)))

@@ -106,3 +106,39 @@ def test_prune_removes_sets_of_deleted_venvs_and_dead_trainings_only(tmp_path):
     removed = cds.prune(cache=tmp_path)
     assert sorted(removed) == sorted([stale.directory, dead])
     assert kept.directory.is_dir() and running.is_dir()
+
+
+def test_prune_removes_a_set_the_current_one_supersedes_for_the_same_venv(tmp_path):
+    home = tmp_path / "venv"
+    home.mkdir()
+    old, current = ArchiveSet(tmp_path / "cds" / "old"), ArchiveSet(tmp_path / "cds" / "new")
+    cds.seal(_staged(tmp_path), old, str(home))  # e.g. recorded before the jars or the JDK changed
+    cds.seal(_staged(tmp_path), current, str(home))
+    assert cds.prune(cache=tmp_path, keep=current.directory) == []  # without spark_home: both venvs exist
+    assert cds.prune(cache=tmp_path, keep=current.directory, spark_home=str(home)) == [old.directory]
+    assert current.directory.is_dir()
+
+
+def test_one_training_at_a_time(tmp_path):
+    import threading
+
+    entered = []
+
+    def second_setup() -> None:
+        with cds.training_lock(cache=tmp_path):
+            entered.append(1)
+
+    with cds.training_lock(cache=tmp_path):
+        other = threading.Thread(target=second_setup)
+        other.start()
+        other.join(0.5)
+        assert entered == []  # the second waits while the first holds the lock
+    other.join(5)
+    assert entered == [1]
+
+
+def test_a_path_with_white_space_is_left_out_rather_than_breaking_the_jvm_options():
+    spaced = cds.ClassArchives("use", {"driver-hardened": "/cache dir/driver-hardened.jsa"})
+    assert spaced.jvm_options("driver-hardened") == []
+    plain = cds.ClassArchives("use", {"driver-hardened": "/cache/driver-hardened.jsa"})
+    assert plain.jvm_options("driver-hardened") == ["-XX:SharedArchiveFile=/cache/driver-hardened.jsa"]
