@@ -690,6 +690,12 @@ def _fault_rules(fault: Fault, path: Path_) -> None:
             raise _Invalid(ppath + ("interval",), f"{p['count']} kills {_seconds(p['interval'])} apart span "
                            f"{_seconds(span)}, not within the fault's duration {_seconds(fault.duration)}",
                            "(count - 1) * interval < duration")
+    elif fault.fault == "checkpoint.corrupt":
+        many = not isinstance(p["method"], str) and len(p["method"]) > 1
+        if many and p["kind"] != "sst" and p["version"] != "newest":
+            # checkpoint_tools.choose takes further files from other partitions' newest versions only
+            raise _Invalid(ppath + ("version",), f"{p['version']} with {len(p['method'])} methods: only one "
+                           f"{p['kind']} file can be damaged at a fixed version", "newest, or one method")
     elif fault.fault == "checkpoint.second_deployment":
         if p["mode"] == "simultaneous" and p["stagger"] is not None:
             raise _Invalid(ppath + ("stagger",), "only applies to mode staggered", "no stagger with simultaneous")

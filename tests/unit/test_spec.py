@@ -158,6 +158,12 @@ CORPUS = [
                                                               "duration": "5s",
                                                               "params": {"kind": "sst", "method": ["footer", "melt"]}}),
      "faults.1.params.method.1: 'melt' is not valid; allowed: bit_flip | truncate | footer | zero_fill"),
+    ("several changelogs at a fixed version", _append_fault({"fault": "checkpoint.corrupt", "at": "0s",
+                                                             "duration": "5s", "params": {
+                                                                 "kind": "changelog", "version": 3,
+                                                                 "method": ["truncate", "bit_flip"]}}),
+     "faults.1.params.version: 3 with 2 methods: only one changelog file can be damaged at a fixed version; "
+     "allowed: newest, or one method"),
     ("a list where one choice is allowed", _append_fault({"fault": "network.latency", "target": "s3", "params": {
         "latency": "1s", "direction": ["upstream"]}}),
      "faults.1.params.direction: ['upstream'] is not valid; allowed: upstream | downstream | both"),
