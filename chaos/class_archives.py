@@ -23,7 +23,7 @@ from infra.driver import launch_driver
 from infra.errors import InfraError
 from infra.paths import cache_dir
 from infra.procs import descendants_running
-from infra.stack import Stack, _host_spark_home
+from infra.stack import Stack, host_spark_home
 
 from .outputs import read_progress
 from .smoke import create_topic
@@ -45,7 +45,7 @@ def ensure(progress: Callable[[str], None]) -> cds.ArchiveSet:
     One training at a time on this machine (two set-ups side by side would run four Spark jobs on two cores and race
     to move their sets into place): a second set-up waits for the first and then finds the archives recorded."""
     host_artifacts = artifacts.verify()
-    spark_home = _host_spark_home()
+    spark_home = host_spark_home()
     target = cds.ArchiveSet.for_host(host_artifacts, spark_home)
     with cds.training_lock():
         cds.prune(keep=target.directory, spark_home=spark_home)

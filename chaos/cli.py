@@ -105,9 +105,9 @@ def _images_row() -> tuple[str, bool, str]:
 def _class_archives_row() -> tuple[str, bool, str]:
     """The JVMs' class-data archives (infra/cds.py): without them every JVM starts slower, nothing fails."""
     from infra import cds
-    from infra.stack import _host_spark_home
+    from infra.stack import host_spark_home
 
-    archive_set = cds.ArchiveSet.for_host(artifacts.verify(), _host_spark_home())
+    archive_set = cds.ArchiveSet.for_host(artifacts.verify(), host_spark_home())
     found = archive_set.problems()
     if found:
         return "class-data archives (optional)", False, f"{found[0]}: JVMs start ~7 s slower; run: make setup"

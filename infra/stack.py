@@ -188,7 +188,7 @@ class Stack:
         # The driver always runs on this host, so the jars it passes to Spark are host paths.
         host_artifacts = artifacts.verify()
         host_archives = (self.class_archives if self.class_archives is not None
-                         else ArchiveSet.for_host(host_artifacts, _host_spark_home()).archives())
+                         else ArchiveSet.for_host(host_artifacts, host_spark_home()).archives())
         runtime = self.backend.runtime(host_artifacts, host_archives)
         # Drivers always run on this host; executors run where the backend runs the Spark worker.
         driver_archives = host_archives.only(("driver-",)).merged(runtime.archives.only(("executor-",)))
@@ -242,7 +242,7 @@ class Stack:
             spark_master_ui=f"http://{LOOPBACK}:{ports.spark_master_ui}",
             spark_jars=[str(p) for p in host_artifacts.spark_jars],
             # For drivers, which always run on this host: the host's Spark, whatever the servers run from.
-            spark_home=_host_spark_home(),
+            spark_home=host_spark_home(),
             driver=DriverSlot(LOOPBACK, DRIVER_ADVERTISED_HOST, ports.driver_rpc, ports.driver_blocks),
             proxies={name: {"listen": p.listen, "upstream": p.upstream}
                      for name, p in self.toxiproxy.proxies().items()},
@@ -391,7 +391,9 @@ class Stack:
                     record.remove()  # kept if something survived teardown: the next start stops it
 
 
-def _host_spark_home() -> str:
+def host_spark_home() -> str:
+    """The Spark home of this venv's pyspark: the classpath drivers and local daemons run with, and the key of the
+    class-data archives recorded for it."""
     import importlib.util
 
     spec = importlib.util.find_spec("pyspark")
