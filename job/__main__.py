@@ -14,6 +14,7 @@ the supervisor. Every outcome that ends the job is one line on stderr starting w
     4  failure budget exceeded (supervised restarts gave up)
     5  no retained state version verifies
     6  the lease was lost while running (another deployment took the checkpoint over)
+    7  a failure repeats the same way on every restart, even after the checkpoint was verified and repaired
 """
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ from .objectstore import ObjectStore
 from .progress import ProgressFileListener
 from .settings import Settings, from_args
 from .sink import BatchWriter
-from .supervisor import BudgetExceeded, RestartPolicy, classify, first_line, root_cause
+from .supervisor import BudgetExceeded, RestartPolicy, classify, root_cause
 
-EXIT_STOPPED, EXIT_FAILED, EXIT_REFUSED, EXIT_BUDGET, EXIT_INTEGRITY, EXIT_LEASE_LOST = 0, 1, 3, 4, 5, 6
+EXIT_STOPPED, EXIT_FAILED, EXIT_REFUSED, EXIT_BUDGET, EXIT_INTEGRITY, EXIT_LEASE_LOST, EXIT_REPEATING = 0, 1, 3, 4, 5, 6, 7
 
 
 def say(message: str) -> None:
@@ -53,7 +54,7 @@ def _configure(spark, settings: Settings) -> None:
         conf.set(f"spark.sql.streaming.stateStore.{name}", value)
 
 
-def _start_query(spark, settings: Settings, info, guard):
+def _start_query(spark, settings: Settings, info, guard, record):
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", info.kafka_bootstrap)
               .option("subscribe", settings.topic)
@@ -65,7 +66,8 @@ def _start_query(spark, settings: Settings, info, guard):
     bucket_uri = f"s3a://{info.bucket}"
     return (sessions.build(sessions.parse_events(reader.load()), settings)
             .writeStream
-            .foreachBatch(BatchWriter(spark, f"{bucket_uri}/{settings.output_suffix}", guard=guard))
+            .foreachBatch(BatchWriter(spark, f"{bucket_uri}/{settings.output_suffix}", guard=guard,
+                                      on_state_committed=record))
             .option("checkpointLocation", f"{bucket_uri}/{settings.checkpoint_suffix}")
             .outputMode("append")
             .trigger(processingTime=f"{settings.trigger_ms} milliseconds")
@@ -125,10 +127,12 @@ class Job:
             spark.streams.addListener(ProgressFileListener(settings.progress_file,
                                                            on_progress=self._on_progress(state["policy"])))
             state["spark"] = spark
-        return _start_query(state["spark"], settings, self.info, guard)
+        record = self.integrity.record if self.integrity is not None else None
+        return _start_query(state["spark"], settings, self.info, guard, record)
 
-    def _failed(self, policy: RestartPolicy, kind: str, cause: str) -> int | None:
-        """A failed attempt: an exit code, or None after backing off for a restart."""
+    def _failed(self, policy: RestartPolicy, state: dict, kind: str, cause: str) -> int | None:
+        """A failed attempt: an exit code, or None after backing off for a restart (which verifies the checkpoint
+        first when the failure names it)."""
         if kind == "fatal" or not self.settings.supervise:
             say(f"query failed: {cause}")
             return EXIT_LEASE_LOST if "LeaseLost" in cause or "lost the lease" in cause else EXIT_FAILED
@@ -137,6 +141,17 @@ class Job:
         except BudgetExceeded as exceeded:
             say(f"stopped: {exceeded}")
             return EXIT_BUDGET
+        if policy.repeating():
+            if self.integrity is None or policy.repair_tried:
+                checked = "after verifying the checkpoint" if policy.repair_tried else "(state verification is off)"
+                say(f"stopped: the same failure {len(policy.streak)} times in a row with no batch in between, "
+                    f"{checked}: a restart cannot fix it: {cause}")
+                return EXIT_REPEATING
+            policy.repair_tried = True
+            kind = "state"
+            say(f"query failed the same way {len(policy.streak)} times in a row: the checkpoint is verified before "
+                f"the next start")
+        state["verify"] = state["verify"] or kind == "state"
         say(f"query failed ({kind}): {cause}; restart {len(policy.failures)} of budget {policy.budget} "
             f"in {backoff:.1f} s")
         return EXIT_STOPPED if self._sleep(backoff) else None
@@ -165,7 +180,8 @@ class Job:
                 except Exception as error:  # S3 or Kafka unreachable while starting: as transient as a failure
                     if self.stop_requested:
                         return EXIT_STOPPED  # stopped while starting: the failure is the stop's doing
-                    code = self._failed(policy, classify(str(error)), root_cause(f"{type(error).__module__}.{type(error).__name__}: {error}"))
+                    code = self._failed(policy, state, classify(str(error)),
+                                        root_cause(f"{type(error).__module__}.{type(error).__name__}: {error}"))
                     if code is not None:
                         return code
                     continue
@@ -183,16 +199,12 @@ class Job:
                     say(f"stopped: {self.lease_lost[0]}")
                     return EXIT_LEASE_LOST
                 if failure is None or self.stop_requested:
-                    if failure is None:
-                        self._record_last_commit()
                     return EXIT_STOPPED
                 text = str(failure)
                 cause = root_cause(text)
-                kind = classify(f"{cause}\n{text}")
-                code = self._failed(policy, kind, cause)
+                code = self._failed(policy, state, classify(f"{cause}\n{text}"), cause)
                 if code is not None:
                     return code
-                state["verify"] = kind == "state"
         finally:
             if state["spark"] is not None:
                 try:
@@ -200,28 +212,12 @@ class Job:
                 except Exception as error:  # the JVM is already gone (its group was signalled): nothing to stop
                     say(f"spark did not stop cleanly ({type(error).__name__}); its JVM had already ended")
 
-    def _on_progress(self, policy: RestartPolicy):
+    @staticmethod
+    def _on_progress(policy: RestartPolicy):
         def handle(progress: dict) -> None:
             if progress.get("numInputRows", 0) > 0 or progress.get("stateOperators"):
                 policy.progressed()
-            if self.integrity is not None and progress.get("batchId") is not None:
-                try:
-                    self.integrity.record(int(progress["batchId"]))
-                except Exception as error:  # S3 trouble: this version stays unrecorded (verified the hard way)
-                    say(f"integrity: manifest of batch {progress['batchId']} not written "
-                        f"({type(error).__name__}: {first_line(str(error), 160)})")
         return handle
-
-    def _record_last_commit(self) -> None:
-        """On a graceful stop, make sure the last committed version has its manifest (the listener is async)."""
-        if self.integrity is None:
-            return
-        try:
-            commits = self.integrity.listing().commits
-            if commits:
-                self.integrity.record(max(commits))
-        except Exception as error:
-            say(f"integrity: final manifest not written ({type(error).__name__})")
 
     def _sleep(self, seconds: float) -> bool:
         """Back off; True if a stop was requested meanwhile."""

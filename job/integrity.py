@@ -1,146 +1,70 @@
-"""State integrity: a manifest per state version, verification before every start, and rollback to the newest
-version that verifies.
+"""Checkpoint integrity: a manifest per state version written before its batch commits, verification of the
+whole checkpoint before every start, and repairs that are journaled so a crash in the middle of one is finished by
+the next start.
 
 Incident 001: a restore failed with RocksDB "Bad table magic number" because a checkpointed state file was
-damaged; the job could not start again. A damaged file in this job's checkpoint is found before Spark loads it,
-and the job starts from the newest state that is intact instead, replaying the rest from Kafka.
+damaged; the job could not start again. Here a damaged file anywhere in the job's checkpoint is found before Spark
+reads it, and the job starts from the newest point that is intact instead, replaying the rest from Kafka. What is
+read on a start, and what "intact" means per file, is in job/checkpoint.py.
 
-Layout (RocksDB state store, checkpoint format 1; FACTS.md): `state/<op>/<part>/` holds `<v>.zip` snapshots
-(their `metadata` entry lists the SST files they need, with sizes), `SSTs/<name>.sst`, and with changelog
-checkpointing `<v>.changelog` files. Spark loads version u of a partition from the newest snapshot s <= u and
-the changelogs s+1..u (from nothing when there is no snapshot). Batch b commits state version b+1.
-
-- Recording (`Recorder`, after each committed batch): the files that version v = b+1 is loaded from, with
-  their sizes and checksums (the object's MD5 ETag), go to `<checkpoint>/_integrity/manifests/<v>.json`.
-- Verifying (`plan_recovery`, before each start): for the version Spark is about to load, every file it would
-  read is checked. A file named in a manifest must still have its recorded size and checksum (the content is
-  downloaded and hashed). A file written after the last manifest (a snapshot the maintenance thread uploaded
-  later) is checked on its own: a zip must pass its CRCs and parse, an SST must have the size its snapshot
-  lists and RocksDB's footer magic number. A changelog with no recorded checksum cannot be proven intact and
-  is treated as damaged (at most one batch is replayed because of that).
-- Repairing: a damaged snapshot (or one whose SSTs are damaged) is quarantined, so Spark falls back to an older
-  snapshot and the changelogs; if a partition still cannot load the version, every partition rolls back to the
-  newest version u that all of them can load: offsets and commits of batches >= u are removed (batch u is
-  planned again and replayed from Kafka), state files of versions > u and manifests > u are removed, and the
-  output of batches >= u is moved to quarantine, so each session is emitted exactly once by the replay.
-  Damaged files are moved to `_integrity/quarantine/<stamp>/`, never destroyed; every repair is written to
-  `_integrity/rollbacks/<stamp>.json` and logged.
-- If no retained version verifies (the commits needed to restart from it are gone), the job refuses to start
-  with one line saying so (IntegrityError).
-
-The planning is pure (a listing and a `check` callback in, a plan out), so tests/unit exercise it without S3.
+- Recording (`Integrity.record`, called by the sink inside batch b, after the batch's state is committed and before
+  Spark writes commits/b): the files state version v = b+1 is loaded from (snapshot, its SSTs, the changelogs after
+  it), the newest offsets and commits entries, each with size and checksum (the object's MD5 ETag), and a copy of
+  `metadata` and of the sources' initial offsets, go to `<checkpoint>/_integrity/manifests/<v>.json`. Because the
+  manifest comes before the commit, every committed version has one: a crash at any moment leaves either a
+  committed, recorded version or an uncommitted batch that Spark runs again.
+- Verifying (`plan_recovery`, before each start, and before a restart after a failure that names the checkpoint):
+  every file Spark would read is checked: recorded files against their size and checksum (content downloaded and
+  hashed); other files on their own (a zip's CRCs, an SST's listed size and footer magic, a log entry's syntax). A
+  changelog with no recorded checksum cannot be proven intact and counts as damaged (it costs one batch's replay).
+- Repairing, per kind of damage (docs/job.md has the table):
+  * `metadata` or a source's initial offsets: restored from the copy in the manifests (without one: set aside, and
+    Spark writes a new one; nothing reads the old content once a batch is committed);
+  * an uncommitted offsets entry (the batch in flight): removed, so Spark plans that batch again;
+  * a damaged snapshot or SST: quarantined, so Spark rebuilds the same version from an older snapshot and changelogs;
+  * a damaged changelog, or a damaged offsets or commits entry that a start reads: every partition rolls back to the
+    newest version u that all of them can load and whose batch records are intact: offsets and commits of batches
+    >= u are removed (batch u is planned again and replayed from Kafka), state files of versions > u and manifests
+    > u are removed, and the output of batches >= u moved to quarantine, so each session is written exactly once;
+  * nothing committed yet, or no version > 0 loadable: the job starts over from its input (every state file, offsets
+    and commits entry and output object set aside; `metadata` and `sources/` kept), as long as the checkpoint still
+    holds its whole history (offsets from batch 0);
+  * otherwise: the job refuses to start, with one line (IntegrityError: exit 5).
+  Damaged files are moved to `_integrity/quarantine/<stamp>/`, never destroyed. A repair is first written to
+  `_integrity/rollbacks/<stamp>.json` as "applying", then carried out, then marked "done"; a start that finds one
+  still "applying" (the job was killed during a repair) carries it out again before anything else. Every step is
+  idempotent.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
-import io
 import json
 import re
 import time
-import zipfile
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
-from .objectstore import Listed, ObjectStore
+from .checkpoint import (SST_MAGIC, Checkpoint, Partition, StateFile, is_state_metadata, parse_listing,
+                         record_problem, snapshot_ssts)
+from .objectstore import Missing, ObjectStore
 
-SST_MAGIC = bytes.fromhex("f7cff485b741e288")  # RocksDB block-based table magic 0x88e241b785f4cff7, little endian
+__all__ = ["INTEGRITY_DIR", "Integrity", "IntegrityError", "Plan", "plan_recovery", "SST_MAGIC", "Checkpoint",
+           "StateFile", "parse_listing", "snapshot_ssts"]
+
 INTEGRITY_DIR = "_integrity"
-_STATE_FILE = re.compile(r"^state/(?P<partition>\d+/\d+(?:/[^/]+)*?)/(?:(?P<version>\d+)\.(?P<kind>zip|changelog)"
-                         r"|SSTs/(?P<sst>[^/]+\.sst))$")
-_BATCH_FILE = re.compile(r"^(offsets|commits)/(\d+)$")
 _OUTPUT_FILE = re.compile(r"batch-(\d+)\.jsonl$")
+# What a start lists: the checkpoint without the job's own bookkeeping (manifests, quarantine, rollbacks, lease).
+_LISTED_PREFIXES = ("metadata", "sources/", "offsets/", "commits/", "state/")
 
 
 class IntegrityError(Exception):
-    """No retained state version verifies: the job cannot start without losing or duplicating output."""
-
-
-# -- the checkpoint as listed --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class StateFile:
-    key: str          # relative to the checkpoint root, e.g. state/0/3/12.changelog
-    partition: str    # e.g. 0/3
-    kind: str         # zip | changelog | sst
-    version: int | None
-    size: int
-    etag: str
-
-
-@dataclass
-class Partition:
-    snapshots: dict[int, StateFile] = field(default_factory=dict)
-    changelogs: dict[int, StateFile] = field(default_factory=dict)
-    ssts: dict[str, StateFile] = field(default_factory=dict)  # by file name
-
-
-@dataclass
-class Checkpoint:
-    offsets: set[int] = field(default_factory=set)
-    commits: set[int] = field(default_factory=set)
-    partitions: dict[str, Partition] = field(default_factory=dict)
-
-    @property
-    def version_to_load(self) -> int | None:
-        """The state version Spark loads on start: last committed batch + 1 (None: nothing committed yet)."""
-        return max(self.commits) + 1 if self.commits else None
-
-
-def parse_listing(listing: Iterable[Listed], root: str) -> Checkpoint:
-    """Objects under `root/` (the checkpoint prefix) -> what the checkpoint holds. Temporary files are ignored."""
-    checkpoint = Checkpoint()
-    prefix = root.rstrip("/") + "/"
-    for obj in listing:
-        if not obj.key.startswith(prefix):
-            continue
-        key = obj.key[len(prefix):]
-        if key.rsplit("/", 1)[-1].startswith("."):
-            continue  # .<name>.<uuid>.tmp: an upload or rename that did not finish
-        batch = _BATCH_FILE.match(key)
-        if batch:
-            (checkpoint.offsets if batch.group(1) == "offsets" else checkpoint.commits).add(int(batch.group(2)))
-            continue
-        state = _STATE_FILE.match(key)
-        if not state:
-            continue
-        partition = checkpoint.partitions.setdefault(state.group("partition"), Partition())
-        if state.group("sst"):
-            partition.ssts[state.group("sst")] = StateFile(key, state.group("partition"), "sst", None, obj.size,
-                                                           obj.etag)
-        else:
-            version, kind = int(state.group("version")), state.group("kind")
-            file = StateFile(key, state.group("partition"), kind, version, obj.size, obj.etag)
-            (partition.snapshots if kind == "zip" else partition.changelogs)[version] = file
-    return checkpoint
-
-
-def snapshot_ssts(zip_bytes: bytes) -> dict[str, int]:
-    """The SST files (name -> size) a snapshot zip needs, from its `metadata` entry ("v1\\n{json}").
-
-    Raises ValueError when the zip is damaged (bad CRC, unreadable, no metadata)."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(zip_bytes)) as archive:
-            bad = archive.testzip()
-            if bad is not None:
-                raise ValueError(f"CRC mismatch in entry {bad}")
-            text = archive.read("metadata").decode()
-    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, EOFError, OSError) as error:
-        raise ValueError(f"unreadable zip ({type(error).__name__}: {error})") from None
-    body = text.split("\n", 1)[1] if text.startswith("v") else text
-    try:
-        files = json.loads(body).get("sstFiles", [])
-        return {entry["dfsSstFileName"]: int(entry["sizeBytes"]) for entry in files}
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise ValueError(f"unreadable snapshot metadata ({error})") from None
+    """No retained point of the checkpoint verifies: the job cannot start without losing or duplicating output."""
 
 
 # -- load sets -----------------------------------------------------------------------------------------------
-Check = Callable[[StateFile, "int | None"], "str | None"]  # (file, expected size) -> None if intact, else why
-
-
-@dataclass(frozen=True)
-class Damage:
-    key: str
-    reason: str
+Check = Callable[[StateFile, "int | None"], "str | None"]  # (state file, expected size) -> None if intact, else why
+CheckRecord = Callable[[str], "str | None"]  # (metadata / sources / offsets / commits key) -> None if intact, else why
 
 
 def _snapshot_usable(partition: Partition, version: int, check: Check, refs: Callable[[StateFile], dict[str, int]],
@@ -193,61 +117,141 @@ def newest_loadable(partition: Partition, version: int, check: Check, refs: Call
 @dataclass
 class Plan:
     version: int | None                 # what Spark would load without repair
-    restart_version: int | None         # what it loads after the repair (== version: no rollback)
+    restart_version: int | None         # what it loads after the repair (== version: no rollback; 0: start over)
     damaged: dict[str, str] = field(default_factory=dict)  # key -> why
     quarantine: list[str] = field(default_factory=list)    # damaged files and snapshots that need them
     drop_state: list[str] = field(default_factory=list)    # state files of versions > restart_version
     drop_batches: list[int] = field(default_factory=list)  # offsets/commits of these batch ids are removed
+    restore: list[str] = field(default_factory=list)       # metadata / sources files put back from the manifests
+    start_over: bool = False            # every batch is replayed from the input: state/ is emptied entirely
 
     @property
     def needed(self) -> bool:
-        return bool(self.quarantine or self.drop_state or self.drop_batches)
+        return bool(self.quarantine or self.drop_state or self.drop_batches or self.restore)
 
     def describe(self) -> str:
-        damage = "; ".join(f"{key}: {why}" for key, why in sorted(self.damaged.items())[:3])
+        damage = "; ".join(f"{key}: {why}" for key, why in sorted(self.damaged.items())[:3]) or "no damage"
+        restored = f"; restored {', '.join(self.restore)} from the manifests" if self.restore else ""
+        if self.start_over:
+            return (f"no committed state version can be loaded ({damage}); starting over from the input: every "
+                    f"batch is replayed from Kafka, earlier output moved aside{restored}")
         if self.restart_version == self.version:
-            return (f"state version {self.version}: quarantined {len(self.quarantine)} damaged file(s) ({damage}); "
-                    f"Spark rebuilds it from older snapshots and changelogs, no batch is replayed")
+            return (f"state version {self.version}: set aside {len(self.quarantine)} damaged file(s) ({damage}); "
+                    f"no batch is replayed{restored}")
         batches = f"{self.drop_batches[0]}..{self.drop_batches[-1]}" if self.drop_batches else "none"
         return (f"state version {self.version} does not verify ({damage}); rolled back to version "
-                f"{self.restart_version}: batches {batches} are replayed from Kafka, their output moved aside")
+                f"{self.restart_version}: batches {batches} are replayed from Kafka, their output moved aside"
+                f"{restored}")
 
 
-def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFile], dict[str, int]]) -> Plan:
-    version = checkpoint.version_to_load
-    if version is None:
-        return Plan(None, None)
+def _record_key(log: str, batch: int) -> str:
+    return f"{log}/{batch}"
+
+
+def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFile], dict[str, int]],
+                  check_record: CheckRecord = lambda key: None, copies: frozenset[str] | set[str] = frozenset()
+                  ) -> Plan:
+    """The repair that makes `checkpoint` loadable (see the module's docstring); pure. `check` judges state files,
+    `check_record` the query's records; `copies` are the records the manifests hold a copy of."""
     damage: dict[str, str] = {}
-    unusable: dict[str, set[int]] = {}
-    loadable = {}
-    for name, partition in sorted(checkpoint.partitions.items()):
-        unusable[name] = set()
-        loadable[name] = newest_loadable(partition, version, check, refs, damage, unusable[name])
-    restart = min(loadable.values(), default=version)
-    plan = Plan(version, restart, damaged=damage)
+    plan = Plan(checkpoint.version_to_load, checkpoint.version_to_load, damaged=damage)
+    lost_state_metadata = []  # damaged, no copy: only a start over rebuilds them
+    for key in checkpoint.copied_keys:
+        why = check_record(key)
+        if why:
+            damage[key] = why
+            if key in copies:
+                plan.restore.append(key)
+            elif is_state_metadata(key):
+                lost_state_metadata.append(key)
+            else:
+                plan.quarantine.append(key)  # Spark writes a new one; nothing reads the old one after batch 0
+    last_commit = checkpoint.last_commit
+    if last_commit is None:
+        # Batch 0 ran and never committed: Spark runs it again from offsets/0 over what it left. If offsets/0 does
+        # not parse, or something else is damaged, the leftovers are set aside and batch 0 starts clean.
+        if 0 in checkpoint.offsets:
+            why = check_record(_record_key("offsets", 0))
+            if why:
+                damage[_record_key("offsets", 0)] = why
+        if damage and (checkpoint.offsets or checkpoint.state_keys):
+            _start_over(plan, checkpoint)
+        return plan
+
+    def records_intact(version: int) -> bool:
+        """Can Spark restart at `version` (batch `version` planned next)? It reads commits/v-1, offsets/v-1 and
+        offsets/v-2."""
+        needed = [_record_key("commits", version - 1), _record_key("offsets", version - 1)]
+        if version >= 2:
+            needed.append(_record_key("offsets", version - 2))
+        for key in needed:
+            if key not in checkpoint.files:
+                damage.setdefault(key, "missing")
+                return False
+            why = check_record(key)
+            if why:
+                damage[key] = why
+                return False
+        return True
+
+    version = last_commit + 1
+    # The batch in flight (planned, not committed): its offsets entry is read on a start; a damaged one is removed
+    # and Spark plans the batch again. Entries past it cannot be legitimate.
+    for batch in sorted(b for b in checkpoint.offsets if b > last_commit):
+        key = _record_key("offsets", batch)
+        why = "beyond the batch in flight" if batch > version else check_record(key)
+        if why:
+            damage[key] = why
+            plan.quarantine.append(key)
+    unusable: dict[str, set[int]] = {name: set() for name in checkpoint.partitions}
+    restart = 0 if lost_state_metadata else version
+    while restart > 0:
+        loadable = [newest_loadable(p, restart, check, refs, damage, unusable[name])
+                    for name, p in sorted(checkpoint.partitions.items())]
+        restart = min(loadable, default=restart)
+        if restart == 0 or records_intact(restart):
+            break
+        restart -= 1
     for name, partition in sorted(checkpoint.partitions.items()):
         plan.quarantine += [partition.snapshots[v].key for v in sorted(unusable[name])]
-    bad_ssts = {key for key in damage if key.endswith(".sst")}
-    plan.quarantine += sorted(bad_ssts)
+    plan.quarantine += sorted(key for key in damage if key.endswith(".sst"))
     bad_changelogs = {key for key in damage if key.endswith(".changelog")}
-    if restart < version:
-        if restart and (restart - 1) not in checkpoint.commits or restart == 0 and 0 not in checkpoint.offsets:
-            have = f"{min(checkpoint.commits)}..{max(checkpoint.commits)}" if checkpoint.commits else "none"
+    if restart == 0:
+        if min(checkpoint.offsets | checkpoint.commits) != 0:
+            have = f"{min(checkpoint.commits)}..{max(checkpoint.commits)}"
+            found = "; ".join(f"{k}: {w}" for k, w in sorted(damage.items())[:3])
             raise IntegrityError(
-                f"state version {version} does not verify ({'; '.join(f'{k}: {w}' for k, w in sorted(damage.items())[:3])}) "
-                f"and the newest version that does ({restart}) is older than the retained batches (commits {have}); "
-                "restore the checkpoint from a backup or start a new deployment with a new checkpoint path")
+                f"state version {version} does not verify ({found}) and no retained version does (commits {have}; "
+                "the batches before them are gone, so the job cannot start over from its input either); restore "
+                "the checkpoint from a backup or start a new deployment with a new checkpoint path")
+        _start_over(plan, checkpoint)
+        return plan
+    plan.restart_version = restart
+    if restart < version:
         for name, partition in sorted(checkpoint.partitions.items()):
             for kind_files in (partition.snapshots, partition.changelogs):
                 for v, file in sorted(kind_files.items()):
                     if v > restart and file.key not in plan.quarantine:
                         (plan.quarantine if file.key in bad_changelogs else plan.drop_state).append(file.key)
         plan.drop_batches = sorted(b for b in checkpoint.offsets | checkpoint.commits if b >= restart)
+        plan.quarantine = [k for k in plan.quarantine if not k.startswith(("offsets/", "commits/"))]
     else:
         # A damaged changelog newer than the version loaded is never read; it is rewritten by its batch.
         plan.quarantine += sorted(k for k in bad_changelogs if k not in plan.quarantine)
     plan.quarantine = list(dict.fromkeys(plan.quarantine))
     return plan
+
+
+def _start_over(plan: Plan, checkpoint: Checkpoint) -> None:
+    """Every batch replayed from the input: all state (operator metadata and schemas too: Spark insists on an empty
+    state directory on batch 0) and every offsets and commits entry go; damaged files to quarantine."""
+    plan.start_over = True
+    plan.restart_version = 0
+    plan.restore = [key for key in plan.restore if not key.startswith("state/")]  # rebuilt by batch 0
+    damaged = set(plan.damaged)
+    plan.quarantine = list(dict.fromkeys([*plan.quarantine, *(k for k in checkpoint.state_keys if k in damaged)]))
+    plan.drop_state = [k for k in checkpoint.state_keys if k not in damaged]
+    plan.drop_batches = sorted(checkpoint.offsets | checkpoint.commits)
 
 
 # -- I/O: verification against manifests, recording, applying a plan ----------------------------------------
@@ -259,6 +263,10 @@ def _is_md5(etag: str) -> bool:
     return bool(re.fullmatch(r"[0-9a-f]{32}", etag))
 
 
+def _stamp() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{int(time.time() * 1000) % 1000:03d}"
+
+
 class Integrity:
     """Recording and verification for one checkpoint (`root` = the checkpoint's key prefix in the bucket)."""
 
@@ -268,12 +276,14 @@ class Integrity:
         self.output_root = output_root.rstrip("/")
         self.say = say
         self._zip_refs: dict[tuple[str, str], dict[str, int]] = {}  # (key, etag) -> SSTs
+        self._copies: dict[tuple[str, str], str] = {}  # (key, etag) -> base64 content, for the manifests
 
     def _key(self, relative: str) -> str:
         return f"{self.root}/{relative}"
 
     def listing(self) -> Checkpoint:
-        return parse_listing(self.store.list(self.root + "/"), self.root)
+        objects = [obj for prefix in _LISTED_PREFIXES for obj in self.store.list(self._key(prefix))]
+        return parse_listing(objects, self.root)
 
     def refs(self, zip_file: StateFile) -> dict[str, int]:
         cached = self._zip_refs.get((zip_file.key, zip_file.etag))
@@ -302,26 +312,49 @@ class Integrity:
                     files[changelog.key] = {"size": changelog.size, "etag": changelog.etag}
         return files
 
+    def _copy_of(self, key: str, etag: str) -> str:
+        cached = self._copies.get((key, etag))
+        if cached is None:
+            cached = base64.b64encode(self.store.get(self._key(key))[0]).decode()
+            self._copies[(key, etag)] = cached
+        return cached
+
     def record(self, batch_id: int) -> int:
-        """Write the manifest of state version batch_id + 1; returns how many files it names."""
+        """Write the manifest of state version batch_id + 1 (inside batch `batch_id`, before its commit); returns how
+        many files it names. Raises on an S3 failure: the batch then fails and is run again, never committed
+        unrecorded."""
         version = batch_id + 1
-        files = self.load_set(self.listing(), version)
+        checkpoint = self.listing()
+        files = self.load_set(checkpoint, version)
+        for log in ("offsets", "commits"):
+            for batch in (batch_id - 2, batch_id - 1, batch_id):
+                found = checkpoint.size_etag(_record_key(log, batch))
+                if found is not None:
+                    files[_record_key(log, batch)] = {"size": found[0], "etag": found[1]}
+        copies = {}
+        for key in checkpoint.copied_keys:
+            size, etag = checkpoint.files[key]
+            files[key] = {"size": size, "etag": etag}
+            copies[key] = self._copy_of(key, etag)
         manifest = {"version": version, "batch": batch_id, "written_at_ms": int(time.time() * 1000),
-                    "files": files}
+                    "files": files, "copies": copies}
         self.store.put(self._key(f"{INTEGRITY_DIR}/manifests/{version:012d}.json"),
                        json.dumps(manifest, sort_keys=True).encode())
         return len(files)
 
-    def recorded(self) -> dict[str, dict]:
-        """key -> {size, etag} from every manifest; a later manifest's entry wins (a replayed batch rewrites)."""
+    def recorded(self) -> tuple[dict[str, dict], dict[str, str]]:
+        """(key -> {size, etag}, key -> base64 copy) from every manifest; a later manifest's entry wins (a replayed
+        batch rewrites)."""
         known: dict[str, dict] = {}
+        copies: dict[str, str] = {}
         for obj in sorted(self.store.list(self._key(f"{INTEGRITY_DIR}/manifests/")), key=lambda o: o.key):
             try:
                 manifest = json.loads(self.store.get(obj.key)[0])
-            except ValueError:
+            except (ValueError, Missing):
                 continue  # a torn manifest proves nothing; files it named count as unrecorded
             known.update(manifest.get("files", {}))
-        return known
+            copies.update(manifest.get("copies", {}))
+        return known, copies
 
     # -- verification ------------------------------------------------------------------------------------
     def checker(self, recorded: dict[str, dict]) -> Check:
@@ -334,6 +367,31 @@ class Integrity:
             return verdicts[memo]
 
         return check
+
+    def record_checker(self, checkpoint: Checkpoint, recorded: dict[str, dict]) -> CheckRecord:
+        verdicts: dict[str, str | None] = {}
+
+        def check(key: str) -> str | None:
+            if key not in verdicts:
+                verdicts[key] = self._verify_record(key, checkpoint.files.get(key), recorded.get(key))
+            return verdicts[key]
+
+        return check
+
+    def _verify_record(self, key: str, listed: tuple[int, str] | None, record: dict | None) -> str | None:
+        if listed is None:
+            return "missing"
+        size, etag = listed
+        if record is not None and (size, etag) != (record["size"], record["etag"]):
+            return (f"size {size} bytes, recorded {record['size']}" if size != record["size"]
+                    else "checksum differs from the recorded one (overwritten)")
+        try:
+            data = self.store.get(self._key(key))[0]
+        except Missing:
+            return "missing"
+        if record is not None and _is_md5(record["etag"]) and _md5_hex(data) != record["etag"]:
+            return "content MD5 differs from the recorded checksum"
+        return record_problem(key, data)
 
     def _verify(self, file: StateFile, expected_size: int | None, record: dict | None) -> str | None:
         if record is not None:
@@ -361,41 +419,80 @@ class Integrity:
         return None
 
     def verify_and_repair(self) -> Plan:
-        """Before a start: verify what Spark will load; repair (quarantine, roll back) if needed."""
+        """Before a start: finish a repair a crash interrupted, then verify what Spark will read and repair it."""
+        self._finish_interrupted_repairs()
         checkpoint = self.listing()
-        plan = plan_recovery(checkpoint, self.checker(self.recorded()), self.refs)
+        recorded, copies = self.recorded()
+        plan = plan_recovery(checkpoint, self.checker(recorded), self.refs,
+                             self.record_checker(checkpoint, recorded), copies=set(copies))
         if plan.needed:
-            self._apply(plan, checkpoint)
+            self._apply(plan, {key: copies[key] for key in plan.restore})
             self.say(f"integrity: {plan.describe()}")
         elif plan.version is not None:
             self.say(f"integrity: state version {plan.version} verified")
         return plan
 
-    def _apply(self, plan: Plan, checkpoint: Checkpoint) -> None:
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{int(time.time() * 1000) % 1000:03d}"
-        quarantine = f"{INTEGRITY_DIR}/quarantine/{stamp}"
-        for key in plan.quarantine:
-            self.store.move(self._key(key), self._key(f"{quarantine}/{key}"))
-        for key in plan.drop_state:
+    # -- repairs, journaled ------------------------------------------------------------------------------
+    def _apply(self, plan: Plan, restore: dict[str, str], stamp: str | None = None) -> None:
+        stamp = stamp or _stamp()
+        journal = self._key(f"{INTEGRITY_DIR}/rollbacks/{stamp}.json")
+        record = {**asdict(plan), "at": stamp, "quarantine_dir": f"{INTEGRITY_DIR}/quarantine/{stamp}",
+                  "description": plan.describe(), "status": "applying", "restore_copies": restore}
+        self.store.put(journal, json.dumps(record, indent=1, sort_keys=True).encode())
+        record["moved_output"] = self._carry_out(record)
+        record["status"] = "done"
+        record.pop("restore_copies")
+        self.store.put(journal, json.dumps(record, indent=1, sort_keys=True).encode())
+
+    def _carry_out(self, record: dict) -> list[str]:
+        """Every step is idempotent, so a journal found "applying" is simply carried out again."""
+        quarantine = record["quarantine_dir"]
+        for key, content in sorted(record.get("restore_copies", {}).items()):
+            self.store.put(self._key(key), base64.b64decode(content))
+        for key in record["quarantine"]:
+            self._move(self._key(key), self._key(f"{quarantine}/{key}"))
+        for key in record["drop_state"]:
             self.store.delete(self._key(key))
+        if record.get("start_over"):
+            # Spark wants state/ empty on batch 0: directory markers and unfinished uploads count too.
+            for obj in self.store.list(self._key("state/"), markers=True):
+                self.store.delete(obj.key)
         moved_output = []
-        if plan.drop_batches:
-            first = plan.drop_batches[0]
-            # Newest first: a crash half-way leaves a shorter but still consistent log.
-            for batch in sorted(plan.drop_batches, reverse=True):
-                for log in ("commits", "offsets"):
-                    if batch in (checkpoint.commits if log == "commits" else checkpoint.offsets):
-                        self.store.delete(self._key(f"{log}/{batch}"))
+        if record["drop_batches"]:
+            first = record["drop_batches"][0]
+            # Output first: a crash after it leaves the logs as they were, and the next start repeats the repair.
             for obj in self.store.list(self.output_root + "/"):
                 match = _OUTPUT_FILE.search(obj.key)
                 if match and int(match.group(1)) >= first:
                     relative = obj.key[len(self.output_root) + 1:]
-                    self.store.move(obj.key, self._key(f"{quarantine}/output/{relative}"))
+                    self._move(obj.key, self._key(f"{quarantine}/output/{relative}"))
                     moved_output.append(relative)
+            # Newest first: a crash half-way leaves a shorter but still consistent log.
+            for batch in sorted(record["drop_batches"], reverse=True):
+                for log in ("commits", "offsets"):
+                    self.store.delete(self._key(_record_key(log, batch)))
+            restart = record["restart_version"] or 0
             for obj in self.store.list(self._key(f"{INTEGRITY_DIR}/manifests/")):
-                if int(obj.key.rsplit("/", 1)[-1].split(".")[0]) > plan.restart_version:
+                if record.get("start_over") or int(obj.key.rsplit("/", 1)[-1].split(".")[0]) > restart:
                     self.store.delete(obj.key)
-        record = {**asdict(plan), "at": stamp, "quarantine_dir": quarantine, "moved_output": moved_output,
-                  "description": plan.describe()}
-        self.store.put(self._key(f"{INTEGRITY_DIR}/rollbacks/{stamp}.json"),
-                       json.dumps(record, indent=1, sort_keys=True).encode())
+        return moved_output
+
+    def _move(self, key: str, to_key: str) -> None:
+        try:
+            self.store.move(key, to_key)
+        except Missing:
+            pass  # moved by the interrupted attempt already
+
+    def _finish_interrupted_repairs(self) -> None:
+        for obj in sorted(self.store.list(self._key(f"{INTEGRITY_DIR}/rollbacks/")), key=lambda o: o.key):
+            try:
+                record = json.loads(self.store.get(obj.key)[0])
+            except (ValueError, Missing):
+                continue
+            if record.get("status") != "applying":
+                continue
+            self.say(f"integrity: finishing the repair interrupted at {record.get('at')}: {record.get('description')}")
+            record["moved_output"] = self._carry_out(record)
+            record["status"] = "done"
+            record.pop("restore_copies", None)
+            self.store.put(obj.key, json.dumps(record, indent=1, sort_keys=True).encode())

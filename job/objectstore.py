@@ -73,9 +73,10 @@ class ObjectStore:
             response.close()
             response.release_conn()
 
-    def list(self, prefix: str) -> Iterator[Listed]:
+    def list(self, prefix: str, markers: bool = False) -> Iterator[Listed]:
+        """Objects under `prefix`; with `markers`, also the empty "directory/" objects Hadoop's s3a writes."""
         for obj in self.client.list_objects(self.bucket, prefix=prefix, recursive=True):
-            if obj.is_dir:
+            if obj.is_dir and not markers:
                 continue
             yield Listed(obj.object_name, obj.size or 0, _etag(obj.etag))
 
@@ -109,6 +110,12 @@ class ObjectStore:
     def move(self, key: str, to_key: str) -> None:
         """Copy then delete (S3 has no rename): used to quarantine a damaged file rather than destroy it."""
         from minio.commonconfig import CopySource
+        from minio.error import S3Error
 
-        self.client.copy_object(self.bucket, to_key, CopySource(self.bucket, key))
+        try:
+            self.client.copy_object(self.bucket, to_key, CopySource(self.bucket, key))
+        except S3Error as error:
+            if error.code in ("NoSuchKey", "NoSuchObject"):
+                raise Missing(key) from None
+            raise
         self.client.remove_object(self.bucket, key)

@@ -9,6 +9,10 @@ With checkpoint ownership on, `guard` (the lease's check) runs before the batch 
 its object is written: a deployment that cannot prove it still holds the checkpoint fails the batch, so it
 neither updates state nor writes output nor commits (job/lease.py). The remaining window — the lease lost
 between the last check and the PUT — is as long as one PUT; S3 has no fencing on writes to close it.
+
+With state verification on, `on_state_committed` (job/integrity.py's recorder) writes the manifest of the state
+version the batch just uploaded, inside the batch: a batch whose manifest cannot be written fails and is run again,
+so no version is ever committed without one.
 """
 from __future__ import annotations
 
@@ -23,9 +27,11 @@ def batch_object_name(batch_id: int) -> str:
 
 
 class BatchWriter:
-    def __init__(self, spark: SparkSession, output_uri: str, guard: Callable[[], None] | None = None):
+    def __init__(self, spark: SparkSession, output_uri: str, guard: Callable[[], None] | None = None,
+                 on_state_committed: Callable[[int], object] | None = None):
         self.output_uri = output_uri.rstrip("/")
         self.guard = guard or (lambda: None)
+        self.on_state_committed = on_state_committed or (lambda batch_id: None)
         jvm = spark.sparkContext._jvm
         self._jvm = jvm
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
@@ -33,9 +39,10 @@ class BatchWriter:
 
     def __call__(self, sessions: DataFrame, batch_id: int) -> None:
         self.guard()
-        rows = sessions.collect()
+        rows = sessions.collect()  # runs the stateful tasks: state version batch_id + 1 is uploaded when it returns
         body = "".join(json.dumps(row.asDict(), sort_keys=True) + "\n" for row in rows).encode()
         self.guard()
+        self.on_state_committed(batch_id)  # the integrity manifest, before Spark can write commits/<batch_id>
         path = self._jvm.org.apache.hadoop.fs.Path(f"{self.output_uri}/{batch_object_name(batch_id)}")
         stream = self._fs.create(path, True)
         try:

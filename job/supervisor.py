@@ -5,7 +5,10 @@ failed checkpoint killed the job, while the opposite (retry forever) hides a job
 progress. Here a transient failure (Kafka unreachable, an S3 error or timeout during a commit, a lost executor)
 restarts the query after a backoff that doubles up to a cap; failures are counted in a sliding window, and one
 more than the budget stops the job with one line naming the last causes. Fatal failures (a lost lease, state
-that cannot be verified, bad configuration) never restart: restarting cannot fix them.
+that cannot be verified, bad configuration) never restart: restarting cannot fix them. Neither can a failure that
+comes back the same way on every restart with no batch in between (a checkpoint file Spark cannot read, say): after
+REPEATS_BEFORE_STOP of them the job verifies and repairs its checkpoint once, and if the failure still repeats it
+stops with one line instead of spending its budget on it.
 
 The policy is pure (a clock in, decisions out) so tests/unit can drive it.
 """
@@ -25,10 +28,21 @@ FATAL_PATTERNS = (
     r"STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA|STATE_STORE_.*SCHEMA",
 )
 # Failures whose restart must verify (and repair) the checkpoint first: damaged state files, not a state store
-# that could not be read because S3 was unreachable (CANNOT_LOAD_STATE_STORE wraps both).
+# that could not be read because S3 was unreachable (CANNOT_LOAD_STATE_STORE wraps both); and the query's own
+# records that do not parse or are missing (a torn offsets entry: "Unexpected end-of-input"; a state directory left
+# by a batch 0 that never committed: STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY).
 STATE_PATTERNS = (r"Bad table magic number", r"block checksum mismatch", r"ZipException", r"UNEXPECTED_FILE_SIZE",
-                  r"Corruption: ")
+                  r"Corruption: ", r"STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY", r"Unexpected end-of-input",
+                  r"JsonParseException|JsonEOFException|MismatchedInputException|Unrecognized token",
+                  r"UNSUPPORTED_LOG_VERSION|INVALID_LOG_VERSION|Log file was malformed|MalformedInputException",
+                  r"FileNotFoundException")
 UNREACHABLE = r"ConnectException|Connection refused|Connection reset|SocketTimeout|SocketException|SdkClientException"
+# A failure that comes back the same way on every restart, with no batch in between, is not transient, unless it
+# says that something was out of reach (an outage repeats the same way until it ends; the budget bounds that).
+OUT_OF_REACH = (UNREACHABLE + r"|TimeoutException|[Tt]imed out|timeout|SlowDown|Service Unavailable|InternalError"
+                r"|Throttl|UnknownHost|NoRouteToHost|ExecutorLost|Lost executor|[Ee]xecutor.*(?:lost|exited)"
+                r"|503|500 |Status Code: 5\d\d|NotLeaderOrFollower|node assignment|disconnected")
+REPEATS_BEFORE_STOP = 3
 
 
 def first_line(text: str | None, limit: int = 300) -> str:
@@ -65,6 +79,18 @@ def classify(description: str) -> str:
     return "transient"
 
 
+def signature(cause: str) -> str:
+    """A failure's cause without what differs between two occurrences of the same failure (numbers, ids, paths'
+    random parts), so repeats can be told apart from different failures."""
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<id>", cause or "")
+    text = re.sub(r"\b[0-9a-f]{12,}\b", "<id>", text)
+    return re.sub(r"\d+", "#", text)[:200]
+
+
+def out_of_reach(cause: str) -> bool:
+    return bool(re.search(OUT_OF_REACH, cause or ""))
+
+
 class BudgetExceeded(Exception):
     """More failures in the window than the budget allows: the job stops."""
 
@@ -78,6 +104,8 @@ class RestartPolicy:
     clock: Callable[[], float] = time.monotonic
     failures: deque = field(default_factory=deque)  # (time, cause)
     consecutive: int = 0
+    streak: list = field(default_factory=list)  # (signature, out of reach) of the failures since the last batch
+    repair_tried: bool = False  # a repeating failure got one verification of the checkpoint since the last batch
 
     def failed(self, cause: str) -> float:
         """Record a failure; return the backoff before the restart, or raise BudgetExceeded."""
@@ -86,12 +114,20 @@ class RestartPolicy:
         while self.failures and now - self.failures[0][0] > self.window_s:
             self.failures.popleft()
         self.consecutive += 1
+        self.streak.append((signature(cause), out_of_reach(cause)))
         if len(self.failures) > self.budget:
             causes = "; ".join(dict.fromkeys(c for _, c in list(self.failures)[-3:]))
             raise BudgetExceeded(f"failure budget exceeded: {len(self.failures)} failures within "
                                  f"{self.window_s:.0f} s (budget {self.budget}); last causes: {causes}")
         return min(self.backoff_max_s, self.backoff_initial_s * 2 ** (self.consecutive - 1))
 
+    def repeating(self, threshold: int = REPEATS_BEFORE_STOP) -> bool:
+        """Have the last `threshold` failures been the same one, with no batch in between, and not an outage?"""
+        last = self.streak[-threshold:]
+        return len(last) >= threshold and len(set(last)) == 1 and not last[0][1]
+
     def progressed(self) -> None:
         """A batch completed after a restart: the next failure starts the backoff from the beginning again."""
         self.consecutive = 0
+        self.streak.clear()
+        self.repair_tried = False

@@ -8,6 +8,7 @@ import zipfile
 
 import pytest
 
+from job.checkpoint import record_problem
 from job.integrity import IntegrityError, StateFile, parse_listing, plan_recovery, snapshot_ssts
 from job.objectstore import Listed
 from job.supervisor import BudgetExceeded, RestartPolicy, classify
@@ -17,6 +18,10 @@ ROOT = "dep/checkpoint"
 
 def listing(commits, partitions=("0/0", "0/1"), changelogs=(), snapshots=(), ssts=None, offsets=None):
     """changelogs/snapshots: versions present in every partition; ssts: {snapshot version: [names]}."""
+    return parse_listing(_listed(commits, partitions, changelogs, snapshots, ssts, offsets), ROOT)
+
+
+def _listed(commits, partitions=("0/0", "0/1"), changelogs=(), snapshots=(), ssts=None, offsets=None):
     objects = [Listed(f"{ROOT}/metadata", 45, "m")]
     for b in (offsets if offsets is not None else commits):
         objects.append(Listed(f"{ROOT}/offsets/{b}", 100, f"o{b}"))
@@ -30,7 +35,7 @@ def listing(commits, partitions=("0/0", "0/1"), changelogs=(), snapshots=(), sst
             for name in (ssts or {}).get(v, []):
                 objects.append(Listed(f"{ROOT}/state/{p}/SSTs/{name}", 9000, f"s{p}{name}"))
         objects.append(Listed(f"{ROOT}/state/{p}/.9.changelog.abc.TID1.tmp", 1, "t"))  # ignored
-    return parse_listing(objects, ROOT)
+    return objects
 
 
 def verdicts(bad: dict[str, str] | None = None):
@@ -40,6 +45,17 @@ def verdicts(bad: dict[str, str] | None = None):
     def check(file: StateFile, expected_size):
         calls.append(file.key)
         return bad.get(file.key)
+
+    return check, calls
+
+
+def records(bad: dict[str, str]):
+    """A check of the query's records (metadata, sources, offsets, commits) that finds `bad` damaged."""
+    calls = []
+
+    def check(key: str):
+        calls.append(key)
+        return bad.get(key)
 
     return check, calls
 
@@ -111,13 +127,109 @@ def test_nothing_verifies_within_the_retained_batches_is_a_clear_error():
     # batches 0..4 were trimmed (offsets/commits 5..9 retained); every changelog of version 7 is damaged
     cp = listing(commits=range(5, 10), changelogs=range(6, 11), snapshots=[6], ssts={6: ["s.sst"]})
     check, _ = verdicts({"state/0/0/6.zip": "unreadable zip", "state/0/1/6.zip": "unreadable zip"})
-    with pytest.raises(IntegrityError, match="older than the retained batches"):
+    with pytest.raises(IntegrityError, match="no retained version does .* cannot start over from its input"):
         plan_recovery(cp, check, refs_from({6: ["s.sst"]}))
 
 
 def test_a_fresh_checkpoint_has_nothing_to_verify():
-    plan = plan_recovery(listing(commits=[], offsets=[0], changelogs=[1]), verdicts()[0], refs_from({}))
+    plan = plan_recovery(parse_listing([Listed(f"{ROOT}/metadata", 45, "m")], ROOT), verdicts()[0], refs_from({}))
     assert plan.version is None and not plan.needed
+
+
+def test_a_first_batch_that_never_committed_is_run_again_by_spark_or_set_aside_when_damaged():
+    """The defect of issue 15: killed after batch 0 uploaded state version 1, before commits/0. Spark runs batch 0
+    again from offsets/0 over what it left (measured); removing offsets/0 instead makes every start fail with
+    STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY, so when batch 0 must be planned afresh, every state file goes, the
+    operator metadata included."""
+    objects = [Listed(f"{ROOT}/state/0/_metadata/metadata", 167, "om"),
+               Listed(f"{ROOT}/state/0/0/_metadata/schema", 970, "sc")]
+    cp = parse_listing([*objects, *_listed(commits=[], offsets=[0], changelogs=[1])], ROOT)
+    assert not plan_recovery(cp, verdicts()[0], refs_from({})).needed
+    check_record, _ = records({"offsets/0": "offsets/0 names no source offsets (torn)"})
+    plan = plan_recovery(cp, verdicts()[0], refs_from({}), check_record)
+    assert plan.start_over and plan.restart_version == 0 and plan.needed
+    assert plan.drop_batches == [0]
+    assert "state/0/_metadata/metadata" in plan.drop_state and "state/0/0/_metadata/schema" in plan.drop_state
+    assert "state/0/0/1.changelog" in plan.drop_state
+    assert "starting over from the input" in plan.describe()
+
+
+# -- the query's records: metadata, sources, offsets, commits ------------------------------------------------
+def test_a_torn_offsets_entry_of_the_batch_in_flight_is_set_aside_and_the_batch_planned_again():
+    cp = listing(commits=range(0, 8), offsets=range(0, 9), changelogs=range(1, 9))
+    check_record, _ = records({"offsets/8": "offsets/8 names no source offsets (torn)"})
+    plan = plan_recovery(cp, verdicts()[0], refs_from({}), check_record)
+    assert plan.restart_version == plan.version == 8 and not plan.start_over
+    assert plan.quarantine == ["offsets/8"] and plan.drop_batches == []
+
+
+def test_a_damaged_newest_commit_rolls_back_one_batch():
+    cp = listing(commits=range(0, 8), changelogs=range(1, 9))
+    check_record, _ = records({"commits/7": "commits/7 is not JSON"})
+    plan = plan_recovery(cp, verdicts()[0], refs_from({}), check_record)
+    assert plan.version == 8 and plan.restart_version == 7
+    assert plan.drop_batches == [7]  # batch 7 is planned again from offsets/6's end and replayed
+    assert sorted(plan.drop_state) == ["state/0/0/8.changelog", "state/0/1/8.changelog"]
+
+
+def test_a_damaged_offsets_entry_a_start_reads_rolls_back_below_it():
+    cp = listing(commits=range(0, 8), changelogs=range(1, 9))
+    check_record, _ = records({"offsets/6": "checksum differs from the recorded one (overwritten)"})
+    plan = plan_recovery(cp, verdicts()[0], refs_from({}), check_record)
+    # a start at 8 reads offsets/7 and offsets/6; at 7, offsets/6; at 6, offsets/5 and offsets/4: intact
+    assert plan.restart_version == 6 and plan.drop_batches == [6, 7]
+
+
+def test_damage_in_old_log_entries_that_no_start_reads_costs_nothing():
+    cp = listing(commits=range(0, 8), changelogs=range(1, 9))
+    check_record, calls = records({"offsets/2": "garbled", "commits/3": "garbled"})
+    plan = plan_recovery(cp, verdicts()[0], refs_from({}), check_record)
+    assert not plan.needed
+    assert "offsets/2" not in calls and "commits/3" not in calls
+
+
+def test_damaged_metadata_is_restored_from_the_manifests_copy_or_set_aside_without_one():
+    cp = listing(commits=range(0, 8), changelogs=range(1, 9))
+    check_record, _ = records({"metadata": "metadata is not JSON"})
+    restored = plan_recovery(cp, verdicts()[0], refs_from({}), check_record, copies={"metadata"})
+    assert restored.restore == ["metadata"] and restored.restart_version == 8 and not restored.quarantine
+    set_aside = plan_recovery(cp, verdicts()[0], refs_from({}), check_record)
+    assert set_aside.quarantine == ["metadata"] and set_aside.restart_version == 8
+
+
+def test_lost_state_metadata_without_a_copy_starts_over_when_the_whole_history_is_there():
+    objects = [*_listed(commits=range(0, 8), changelogs=range(1, 9)),
+               Listed(f"{ROOT}/state/0/0/_metadata/schema", 970, "sc")]
+    check_record, _ = records({"state/0/0/_metadata/schema": "checksum differs from the recorded one"})
+    plan = plan_recovery(parse_listing(objects, ROOT), verdicts()[0], refs_from({}), check_record)
+    assert plan.start_over and plan.drop_batches == list(range(0, 8))
+    assert plan.quarantine == ["state/0/0/_metadata/schema"]
+    trimmed = [*_listed(commits=range(5, 10), changelogs=range(6, 11)),
+               Listed(f"{ROOT}/state/0/0/_metadata/schema", 970, "sc")]
+    with pytest.raises(IntegrityError, match="cannot start over"):
+        plan_recovery(parse_listing(trimmed, ROOT), verdicts()[0], refs_from({}), check_record)
+
+
+def test_a_rollback_to_nothing_starts_over_with_an_empty_state_directory():
+    cp = listing(commits=range(0, 3), changelogs=range(1, 4))
+    check, _ = verdicts({"state/0/0/1.changelog": "damaged"})
+    plan = plan_recovery(cp, check, refs_from({}))
+    assert plan.start_over and plan.restart_version == 0 and plan.drop_batches == [0, 1, 2]
+    assert plan.quarantine == ["state/0/0/1.changelog"]
+    assert "state/0/1/1.changelog" in plan.drop_state and "state/0/0/1.changelog" not in plan.drop_state
+
+
+def test_record_syntax_catches_torn_and_garbled_entries():
+    offsets = (b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"events":{"0":12,"1":7}}')
+    assert record_problem("offsets/3", offsets) is None
+    assert record_problem("offsets/3", offsets[: len(offsets) // 2])  # torn: Unexpected end-of-input in Spark
+    assert record_problem("offsets/3", b"v1\n" + offsets[3:].replace(b"{", b"[", 1))
+    assert record_problem("commits/3", b'v1\n{"nextBatchWatermarkMs":1795578638724}') is None
+    assert record_problem("commits/3", b'v1\n{"nextBatchWatermarkMs":17955') is not None
+    assert record_problem("metadata", b'{"id":"ec23d6a1-ec1b-416d-8ae9-19963a8a95a1"}') is None
+    assert record_problem("metadata", b'{"id":"ec23d6a1-ec1b-416d-8ae9-1996\xff') is not None
+    assert record_problem("sources/0/0", b'\x00v1\n{"events":{"0":0,"1":0}}') is None
+    assert record_problem("sources/0/0", b'\x00v1\n{"events":{"0":0,') is not None
 
 
 def test_snapshot_metadata_is_read_and_a_damaged_zip_is_reported():
@@ -169,3 +281,33 @@ def test_the_budget_counts_failures_in_a_sliding_window_and_names_the_last_cause
 def test_a_budget_of_zero_stops_at_the_first_failure_like_the_incident_threshold():
     with pytest.raises(BudgetExceeded):
         RestartPolicy(budget=0).failed("checkpoint failed")
+
+
+def test_the_same_failure_on_every_restart_is_not_transient_but_an_outage_that_repeats_is():
+    """The loop of issue 15: every start failed the same way (a state directory Spark would not start on) and was
+    restarted as transient until the budget ran out. Three in a row, no batch between: repeating."""
+    policy = RestartPolicy(budget=20)
+    location = ("[STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY] The checkpoint location s3a://chaos/dep-{}/checkpoint/"
+                "state should be empty on batch 0")
+    for n in range(2):
+        policy.failed(location.format(n))
+        assert not policy.repeating()
+    policy.failed(location.format(7))  # numbers differ between occurrences: still the same failure
+    assert policy.repeating()
+    policy.progressed()  # a batch in between: it starts counting again
+    policy.failed(location.format(8))
+    assert not policy.repeating()
+    outage = RestartPolicy(budget=20)
+    for _ in range(5):
+        outage.failed("org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment")
+    assert not outage.repeating()
+    mixed = RestartPolicy(budget=20)
+    for cause in ("java.io.EOFException: x", "java.io.EOFException: x", "java.lang.NullPointerException"):
+        mixed.failed(cause)
+    assert not mixed.repeating()
+
+
+def test_failures_that_name_the_checkpoints_records_verify_it_before_the_restart():
+    assert classify("[STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY] The checkpoint location ...") == "state"
+    assert classify("com.fasterxml.jackson.core.io.JsonEOFException: Unexpected end-of-input: expected close "
+                    "marker for Object") == "state"
