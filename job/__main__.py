@@ -199,6 +199,7 @@ class Job:
                     say(f"stopped: {self.lease_lost[0]}")
                     return EXIT_LEASE_LOST
                 if failure is None or self.stop_requested:
+                    self._record_after_stop()
                     return EXIT_STOPPED
                 text = str(failure)
                 cause = root_cause(text)
@@ -218,6 +219,17 @@ class Job:
             if progress.get("numInputRows", 0) > 0 or progress.get("stateOperators"):
                 policy.progressed()
         return handle
+
+    def _record_after_stop(self) -> None:
+        """After a graceful stop, record the last commit too (the next start then need not run that batch again)."""
+        if self.integrity is None:
+            return
+        try:
+            commits = self.integrity.listing().commits
+            if commits:
+                self.integrity.record(max(commits))
+        except Exception as error:  # S3 trouble at the stop: the next start replays one batch instead
+            say(f"integrity: the last commit was not recorded at the stop ({type(error).__name__})")
 
     def _sleep(self, seconds: float) -> bool:
         """Back off; True if a stop was requested meanwhile."""

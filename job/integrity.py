@@ -20,7 +20,10 @@ read on a start, and what "intact" means per file, is in job/checkpoint.py.
 - Repairing, per kind of damage (docs/job.md has the table):
   * `metadata` or a source's initial offsets: restored from the copy in the manifests (without one: set aside, and
     Spark writes a new one; nothing reads the old content once a batch is committed);
-  * an uncommitted offsets entry (the batch in flight): removed, so Spark plans that batch again;
+  * an uncommitted offsets entry (the batch in flight) that is damaged or not recorded (the batch never reached its
+    manifest, so it wrote no output): removed, so Spark plans that batch again;
+  * the newest commit, when not recorded (the job crashed before the next batch's manifest; a graceful stop records
+    it): not proven, so that batch is rolled back and run again (one batch);
   * a damaged snapshot or SST: quarantined, so Spark rebuilds the same version from an older snapshot and changelogs;
   * a damaged changelog, or a damaged offsets or commits entry that a start reads: every partition rolls back to the
     newest version u that all of them can load and whose batch records are intact: offsets and commits of batches
@@ -148,12 +151,23 @@ def _record_key(log: str, batch: int) -> str:
     return f"{log}/{batch}"
 
 
+UNPROVEN = "not recorded in a manifest: the batch may not have got that far; it is run again"
+
+
 def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFile], dict[str, int]],
-                  check_record: CheckRecord = lambda key: None, copies: frozenset[str] | set[str] = frozenset()
-                  ) -> Plan:
+                  check_record: CheckRecord = lambda key: None, copies: frozenset[str] | set[str] = frozenset(),
+                  recorded: frozenset[str] | set[str] | None = None) -> Plan:
     """The repair that makes `checkpoint` loadable (see the module's docstring); pure. `check` judges state files,
-    `check_record` the query's records; `copies` are the records the manifests hold a copy of."""
+    `check_record` the query's records; `copies` are the records the manifests hold a copy of; `recorded` the keys
+    they hold a checksum of (None: treat every record as recorded). The newest commit and an offsets entry of the
+    batch in flight are trusted only when recorded: a same-size change inside a number parses, and with the
+    manifest written inside the batch, an unrecorded one means that batch never got as far as its manifest."""
     damage: dict[str, str] = {}
+    commit_key = _record_key("commits", checkpoint.last_commit) if checkpoint.commits else None
+    unproven = set() if recorded is None else {
+        key for key in [commit_key, *(_record_key("offsets", b) for b in checkpoint.offsets
+                                      if checkpoint.last_commit is None or b > checkpoint.last_commit)]
+        if key is not None and key not in recorded}
     plan = Plan(checkpoint.version_to_load, checkpoint.version_to_load, damaged=damage)
     lost_state_metadata = []  # damaged, no copy: only a start over rebuilds them
     for key in checkpoint.copied_keys:
@@ -171,9 +185,10 @@ def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFil
         # Batch 0 ran and never committed: Spark runs it again from offsets/0 over what it left. If offsets/0 does
         # not parse, or something else is damaged, the leftovers are set aside and batch 0 starts clean.
         if 0 in checkpoint.offsets:
-            why = check_record(_record_key("offsets", 0))
+            key = _record_key("offsets", 0)
+            why = UNPROVEN if key in unproven else check_record(key)
             if why:
-                damage[_record_key("offsets", 0)] = why
+                damage[key] = why
         if damage and (checkpoint.offsets or checkpoint.state_keys):
             _start_over(plan, checkpoint)
         return plan
@@ -188,7 +203,7 @@ def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFil
             if key not in checkpoint.files:
                 damage.setdefault(key, "missing")
                 return False
-            why = check_record(key)
+            why = UNPROVEN if key in unproven else check_record(key)
             if why:
                 damage[key] = why
                 return False
@@ -199,7 +214,8 @@ def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFil
     # and Spark plans the batch again. Entries past it cannot be legitimate.
     for batch in sorted(b for b in checkpoint.offsets if b > last_commit):
         key = _record_key("offsets", batch)
-        why = "beyond the batch in flight" if batch > version else check_record(key)
+        why = ("beyond the batch in flight" if batch > version else UNPROVEN if key in unproven
+               else check_record(key))
         if why:
             damage[key] = why
             plan.quarantine.append(key)
@@ -424,24 +440,39 @@ class Integrity:
         checkpoint = self.listing()
         recorded, copies = self.recorded()
         plan = plan_recovery(checkpoint, self.checker(recorded), self.refs,
-                             self.record_checker(checkpoint, recorded), copies=set(copies))
+                             self.record_checker(checkpoint, recorded), copies=set(copies), recorded=set(recorded))
         if plan.needed:
-            self._apply(plan, {key: copies[key] for key in plan.restore})
+            self._apply(plan, {key: copies[key] for key in plan.restore}, self._carried(plan, recorded, copies))
             self.say(f"integrity: {plan.describe()}")
         elif plan.version is not None:
             self.say(f"integrity: state version {plan.version} verified")
         return plan
 
     # -- repairs, journaled ------------------------------------------------------------------------------
-    def _apply(self, plan: Plan, restore: dict[str, str], stamp: str | None = None) -> None:
-        stamp = stamp or _stamp()
+    @staticmethod
+    def _carried(plan: Plan, recorded: dict[str, dict], copies: dict[str, str]) -> dict | None:
+        """A rollback deletes the manifests of the versions it drops; what they recorded of the files it keeps (the
+        newest kept commit above all) goes into one manifest of the version it restarts at, so a second crash
+        before any progress does not roll back further."""
+        if not plan.drop_batches or plan.start_over:
+            return None
+        gone = set(plan.quarantine) | set(plan.drop_state) | {
+            _record_key(log, b) for b in plan.drop_batches for log in ("offsets", "commits")}
+        files = {key: entry for key, entry in recorded.items() if key not in gone}
+        return {"version": plan.restart_version, "batch": (plan.restart_version or 0) - 1, "carried": True,
+                "written_at_ms": int(time.time() * 1000), "files": files, "copies": copies}
+
+    def _apply(self, plan: Plan, restore: dict[str, str], carried: dict | None = None) -> None:
+        stamp = _stamp()
         journal = self._key(f"{INTEGRITY_DIR}/rollbacks/{stamp}.json")
         record = {**asdict(plan), "at": stamp, "quarantine_dir": f"{INTEGRITY_DIR}/quarantine/{stamp}",
-                  "description": plan.describe(), "status": "applying", "restore_copies": restore}
+                  "description": plan.describe(), "status": "applying", "restore_copies": restore,
+                  "carried_manifest": carried}
         self.store.put(journal, json.dumps(record, indent=1, sort_keys=True).encode())
         record["moved_output"] = self._carry_out(record)
         record["status"] = "done"
         record.pop("restore_copies")
+        record.pop("carried_manifest")
         self.store.put(journal, json.dumps(record, indent=1, sort_keys=True).encode())
 
     def _carry_out(self, record: dict) -> list[str]:
@@ -473,8 +504,11 @@ class Integrity:
                     self.store.delete(self._key(_record_key(log, batch)))
             restart = record["restart_version"] or 0
             for obj in self.store.list(self._key(f"{INTEGRITY_DIR}/manifests/")):
-                if record.get("start_over") or int(obj.key.rsplit("/", 1)[-1].split(".")[0]) > restart:
+                if record.get("start_over") or int(obj.key.rsplit("/", 1)[-1].split(".")[0]) >= restart:
                     self.store.delete(obj.key)
+            if record.get("carried_manifest"):
+                self.store.put(self._key(f"{INTEGRITY_DIR}/manifests/{restart:012d}.json"),
+                               json.dumps(record["carried_manifest"], sort_keys=True).encode())
         return moved_output
 
     def _move(self, key: str, to_key: str) -> None:
@@ -495,4 +529,5 @@ class Integrity:
             record["moved_output"] = self._carry_out(record)
             record["status"] = "done"
             record.pop("restore_copies", None)
+            record.pop("carried_manifest", None)
             self.store.put(obj.key, json.dumps(record, indent=1, sort_keys=True).encode())

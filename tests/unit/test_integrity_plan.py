@@ -180,6 +180,21 @@ def test_a_damaged_offsets_entry_a_start_reads_rolls_back_below_it():
     assert plan.restart_version == 6 and plan.drop_batches == [6, 7]
 
 
+def test_the_newest_commit_and_the_batch_in_flight_count_only_when_a_manifest_recorded_them():
+    """A same-size change inside a number parses; a record proves the file is the one the job wrote. After a crash
+    the newest commit is usually unrecorded (the next batch never reached its manifest): one batch runs again."""
+    cp = listing(commits=range(0, 8), offsets=range(0, 9), changelogs=range(1, 9))
+    recorded = {f"offsets/{b}" for b in range(0, 8)} | {f"commits/{b}" for b in range(0, 7)}
+    plan = plan_recovery(cp, verdicts()[0], refs_from({}), records({})[0], recorded=recorded)
+    assert plan.restart_version == 7 and plan.drop_batches == [7, 8]
+    assert "not recorded" in plan.damaged["commits/7"]
+    graceful = plan_recovery(cp, verdicts()[0], refs_from({}), records({})[0],
+                             recorded=recorded | {"commits/7", "offsets/8"})
+    assert not graceful.needed
+    in_flight = plan_recovery(cp, verdicts()[0], refs_from({}), records({})[0], recorded=recorded | {"commits/7"})
+    assert in_flight.restart_version == 8 and in_flight.quarantine == ["offsets/8"]
+
+
 def test_damage_in_old_log_entries_that_no_start_reads_costs_nothing():
     cp = listing(commits=range(0, 8), changelogs=range(1, 9))
     check_record, calls = records({"offsets/2": "garbled", "commits/3": "garbled"})
