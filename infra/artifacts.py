@@ -8,6 +8,10 @@ Two kinds, both pinned in infra/artifacts.lock.json:
   against the checksum database; the built binary's SHA-256 is stamped next to it so later corruption is
   caught before use.
 
+One more server is ours and built from this repository's source, so it has no pin: the S3 fault proxy
+(infra/s3proxy/, standard library only). Its binary is named by a hash of its source files, so a changed
+source means a new build and an unchanged one a no-op; it is stamped like the Go tools.
+
 Everything lands under cache_dir() (CHAOS_CACHE_DIR overrides). `fetch` is idempotent: what verifies is
 kept, what does not is fetched again. `verify` never fetches: it names the first broken artifact and the
 command that fixes it.
@@ -22,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -109,9 +113,59 @@ class GoTool:
 
 
 @dataclass(frozen=True)
+class LocalGoTool:
+    """A server built from Go source in this repository (standard library only: nothing to download or pin)."""
+
+    name: str
+    source: Path   # the module directory (go.mod)
+    binary: str
+
+    def source_files(self) -> list[Path]:
+        """What the build reads: go.mod, go.sum if any, and every non-test .go file."""
+        files = [p for p in self.source.rglob("*") if p.is_file() and (
+            p.name in ("go.mod", "go.sum") or (p.suffix == ".go" and not p.name.endswith("_test.go")))]
+        return sorted(files)
+
+    def source_hash(self) -> str:
+        files = self.source_files()
+        if not any(p.name == "go.mod" for p in files):
+            raise ArtifactError(f"{self.name}: no go.mod under {self.source}; restore it from git")
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(path.relative_to(self.source).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        return digest.hexdigest()[:16]
+
+    def path(self, cache: Path) -> Path:
+        return cache / "bin" / f"{self.binary}-{self.source_hash()}"
+
+    def stamp(self, cache: Path) -> Path:
+        path = self.path(cache)
+        return path.with_name(path.name + ".sha256")
+
+    def problems(self, cache: Path) -> list[str]:
+        binary, stamp = self.path(cache), self.stamp(cache)
+        if not binary.is_file() or not stamp.is_file():
+            return [f"{self.name}: {binary} is missing (not built from the current source in {self.source})"]
+        if sha256_of(binary) != stamp.read_text().strip():
+            return [f"{self.name}: {binary} is corrupt (SHA-256 differs from the one recorded at build time)"]
+        return []
+
+
+# Built from this repository, not pinned in the lock file: the source is the pin.
+LOCAL_GO_TOOLS = {"s3proxy": ("s3proxy", "s3proxy")}  # name -> (directory under infra/, binary name)
+
+
+def local_go_tools() -> dict[str, LocalGoTool]:
+    return {name: LocalGoTool(name, INFRA_DIR / directory, binary)
+            for name, (directory, binary) in LOCAL_GO_TOOLS.items()}
+
+
+@dataclass(frozen=True)
 class Lock:
     jar_sets: dict[str, JarSet]
     go_tools: dict[str, GoTool]
+    local_tools: dict[str, LocalGoTool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -122,6 +176,7 @@ class ArtifactPaths:
     spark_jars: list[Path]
     minio: Path
     toxiproxy: Path
+    s3proxy: Path
 
 
 def load_lock(path: Path = LOCK_PATH) -> Lock:
@@ -135,7 +190,7 @@ def load_lock(path: Path = LOCK_PATH) -> Lock:
         for name, entry in raw["maven"].items()
     }
     go_tools = {name: GoTool(name=name, **entry) for name, entry in raw["go"].items()}
-    return Lock(jar_sets, go_tools)
+    return Lock(jar_sets, go_tools, local_go_tools())
 
 
 def problems(lock: Lock, cache: Path | None = None) -> list[str]:
@@ -145,6 +200,8 @@ def problems(lock: Lock, cache: Path | None = None) -> list[str]:
         found += jar_set.problems(cache)
     for tool in lock.go_tools.values():
         found += tool.problems(cache)
+    for local in lock.local_tools.values():
+        found += local.problems(cache)
     return found
 
 
@@ -170,6 +227,7 @@ def _paths(lock: Lock, cache: Path) -> ArtifactPaths:
         spark_jars=lock.jar_sets["spark-connectors"].paths(cache),
         minio=lock.go_tools["minio"].path(cache),
         toxiproxy=lock.go_tools["toxiproxy"].path(cache),
+        s3proxy=lock.local_tools["s3proxy"].path(cache),
     )
 
 
@@ -229,8 +287,8 @@ def _go() -> str:
     """The go tool: on PATH, or where the official tarball installs it (often missing from PATH)."""
     found = shutil.which("go") or next((p for p in ("/usr/local/go/bin/go",) if Path(p).is_file()), None)
     if found is None:
-        raise ArtifactError("go is not installed (needed once to build MinIO and Toxiproxy); install Go 1.23 "
-                            "or newer and run: make setup")
+        raise ArtifactError("go is not installed (needed once to build MinIO, Toxiproxy and s3proxy); install Go "
+                            "1.23 or newer and run: make setup")
     return found
 
 
@@ -267,6 +325,25 @@ def _fetch_go_tool(tool: GoTool, cache: Path, progress: Progress) -> None:
     tool.stamp(cache).write_text(sha256_of(destination) + "\n")
 
 
+def _build_local_tool(tool: LocalGoTool, cache: Path, progress: Progress) -> None:
+    """`go build -trimpath` of our own source into cache/bin/<binary>-<source hash> (nothing downloaded)."""
+    if not tool.problems(cache):
+        progress(f"{tool.name}: {tool.path(cache)} verified")
+        return
+    destination = tool.path(cache)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    progress(f"{tool.name}: building from {tool.source}")
+    with tempfile.TemporaryDirectory(dir=cache) as staging:
+        built = Path(staging) / tool.binary
+        # -buildvcs=false: the source hash names the build; VCS stamping would also fail on a repository
+        # owned by another user ("dubious ownership").
+        env = {**_go_env(cache), "GOWORK": "off"}
+        _run([_go(), "build", "-trimpath", "-buildvcs=false", "-o", str(built), "."], f"go build of {tool.name}",
+             env, cwd=tool.source)
+        shutil.move(str(built), destination)
+    tool.stamp(cache).write_text(sha256_of(destination) + "\n")
+
+
 def fetch(lock: Lock | None = None, cache: Path | None = None, progress: Progress = _stderr) -> None:
     """Make every pinned artifact present and verified (idempotent)."""
     lock = lock or load_lock()
@@ -276,6 +353,8 @@ def fetch(lock: Lock | None = None, cache: Path | None = None, progress: Progres
         _fetch_jar_set(jar_set, cache, progress)
     for tool in lock.go_tools.values():
         _fetch_go_tool(tool, cache, progress)
+    for local in lock.local_tools.values():
+        _build_local_tool(local, cache, progress)
     check(lock, cache)
 
 

@@ -1,8 +1,8 @@
 """What each stack component runs: command lines, configuration files and readiness checks.
 
-This is the one place that knows how to run Kafka, MinIO, Toxiproxy and Spark. Backends only decide
-*where* a command runs (a local process, a container); they never build commands themselves, so the
-two backends cannot drift apart.
+This is the one place that knows how to run Kafka, MinIO, Toxiproxy, the S3 fault proxy and Spark. Backends
+only decide *where* a command runs (a local process, a container); they never build commands themselves, so
+the two backends cannot drift apart.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ class Runtime:
     spark_home: str
     minio: str
     toxiproxy: str
+    s3proxy: str
     archives: ClassArchives = OFF  # class-data archives this runtime's JVMs can map (infra/cds.py)
 
 
@@ -44,6 +45,8 @@ class Ports:
     spark_worker_ui: int
     driver_rpc: int
     driver_blocks: int
+    s3proxy: int        # the S3 fault proxy's S3 listener: the `s3` Toxiproxy proxy's upstream
+    s3proxy_api: int
 
     @classmethod
     def count(cls) -> int:
@@ -72,6 +75,21 @@ def toxiproxy(runtime: Runtime, ports: Ports) -> LaunchSpec:
         name="toxiproxy",
         argv=[runtime.toxiproxy, "-host", LOOPBACK, "-port", str(ports.toxiproxy_api)],
         ready=lambda: http_ok(f"http://{LOOPBACK}:{ports.toxiproxy_api}/version"),
+        timeout=30,
+    )
+
+
+def s3proxy(runtime: Runtime, ports: Ports, seed: int = 1) -> LaunchSpec:
+    """The HTTP-level S3 fault proxy (infra/s3proxy/, docs/s3proxy.md): Toxiproxy `s3` -> s3proxy -> MinIO.
+
+    Its readiness is its own API only: MinIO may come up after it (requests meanwhile get their connection closed,
+    as Toxiproxy alone did with MinIO down).
+    """
+    return LaunchSpec(
+        name="s3proxy",
+        argv=[runtime.s3proxy, "-listen", f"{LOOPBACK}:{ports.s3proxy}", "-upstream", f"{LOOPBACK}:{ports.minio}",
+              "-api", f"{LOOPBACK}:{ports.s3proxy_api}", "-seed", str(seed)],
+        ready=lambda: http_ok(f"http://{LOOPBACK}:{ports.s3proxy_api}/health"),
         timeout=30,
     )
 

@@ -1,7 +1,7 @@
 """The containers backend: each stack component runs in its own container, started through testcontainers.
 
-Kafka, MinIO, Toxiproxy, the Spark master and the Spark worker each run as a container of the image
-infra/images.py resolves for them (a local build where no registry is reachable). The commands are the
+Kafka, MinIO, Toxiproxy, the S3 fault proxy, the Spark master and the Spark worker each run as a container of
+the image infra/images.py resolves for them (a local build where no registry is reachable). The commands are the
 ones infra/components.py builds, unchanged: this backend only gives them the in-image program paths
 (images.LAYOUT) through `runtime()` and decides *where* they run. Readiness checks, ports, proxies and
 teardown order stay in infra/stack.py, shared with the local backend. Spark drivers stay host processes.
@@ -58,7 +58,7 @@ LABEL_OWNER = "chaos-suite.owner"
 
 # Which image runs each component (a `-prepare` step runs in its component's image).
 IMAGE_OF = {"toxiproxy": "toxiproxy", "minio": "minio", "kafka": "kafka", "spark-master": "spark",
-            "spark-worker": "spark"}
+            "spark-worker": "spark", "s3proxy": "s3proxy"}
 # Components that start Python processes with the driver's interpreter (executors' Python workers).
 NEEDS_PYTHON = {"spark-worker"}
 START_TIMEOUT_S = 30.0
@@ -431,7 +431,7 @@ class ContainersBackend:
         layout = images.LAYOUT
         # No class-data archives here: the images' JVMs are other JDK builds on other classpaths (infra/cds.py).
         return Runtime(java=layout.java, kafka_classpath=f"{layout.kafka_libs}/*", spark_home=layout.spark_home,
-                       minio=layout.minio, toxiproxy=layout.toxiproxy)
+                       minio=layout.minio, toxiproxy=layout.toxiproxy, s3proxy=layout.s3proxy)
 
     def launch(self, spec: LaunchSpec, log_path: Path) -> ContainerHandle:
         container = self._new(spec.name, spec.argv, spec.env, log_path)

@@ -1,7 +1,8 @@
 """Container images for the containers backend: which image runs each component, and local builds of them.
 
-Each component runs from one image: `kafka`, `spark` (master and worker), `minio`, `toxiproxy`. Where an image
-comes from is chosen by CHAOS_IMAGES:
+Each component runs from one image: `kafka`, `spark` (master and worker), `minio`, `toxiproxy`, `s3proxy`. Where an
+image comes from is chosen by CHAOS_IMAGES (except `s3proxy`, our own program, which has no public image: it is
+always the local build, in every mode, and never pulled):
 
 - `auto` (default): the well-known public image (PUBLIC, or CHAOS_IMAGE_<COMPONENT>=name:tag) when the engine
   already has it; otherwise the local build. Nothing is ever pulled implicitly: a missing tag would make
@@ -13,12 +14,12 @@ Local builds use the package registries only, never a container registry: a Debi
 `debootstrap --variant=minbase bookworm` and `docker import`, a JRE image on top of it (Debian's OpenJDK 17,
 installed with `docker build --network host`), and one image per component holding the same pinned,
 verified artifacts the local backend runs (infra/artifacts.py): the Kafka jar set, the pyspark package's
-jars, the MinIO and Toxiproxy binaries. They are tagged `chaos-suite/<image>:<inputs-hash>` — never with a
+jars, the MinIO, Toxiproxy and s3proxy binaries. They are tagged `chaos-suite/<image>:<inputs-hash>` — never with a
 public image's name — where the hash covers the Dockerfile, the parent image and the artifact pins, so an
 image is rebuilt exactly when its inputs change. Older builds of an image are removed after a new one.
 
 Local builds mirror the public images' layouts (LAYOUT: java on PATH, /opt/kafka/libs, /opt/spark,
-/usr/bin/minio, /toxiproxy), so one set of in-image paths serves both. infra/containers.py runs each command
+/usr/bin/minio, /toxiproxy; /s3proxy), so one set of in-image paths serves both. infra/containers.py runs each command
 as the container's entrypoint (no shell needed: the Toxiproxy image has none), as the invoking user, and
 copies its output to the component's log. Only the local builds are exercised on machines without a
 registry; the Spark image must be able to run the driver's Python for executors (shared libraries of a
@@ -52,7 +53,9 @@ from .artifacts import ArtifactPaths
 from .errors import InfraError
 from .paths import INFRA_DIR, cache_dir
 
-COMPONENTS = ("toxiproxy", "minio", "kafka", "spark")
+COMPONENTS = ("toxiproxy", "minio", "kafka", "spark", "s3proxy")
+# Components with no public image (built from this repository's source): always the local build.
+LOCAL_ONLY = ("s3proxy",)
 IMAGES_DIR = INFRA_DIR / "images"
 LOCAL_REPOSITORY = "chaos-suite"
 MODE_ENV = "CHAOS_IMAGES"
@@ -85,6 +88,7 @@ class Layout:
     spark_home: str = "/opt/spark"
     minio: str = "/usr/bin/minio"
     toxiproxy: str = "/toxiproxy"
+    s3proxy: str = "/s3proxy"
 
 
 LAYOUT = Layout()
@@ -179,6 +183,8 @@ def local_images(host: ArtifactPaths) -> dict[str, LocalImage]:
         "minio": LocalImage("minio", "debian", files=(("minio", host.minio),), pins=(("minio", stamp("minio")),)),
         "toxiproxy": LocalImage("toxiproxy", "debian", files=(("toxiproxy-server", host.toxiproxy),),
                                 pins=(("toxiproxy", stamp("toxiproxy")),)),
+        "s3proxy": LocalImage("s3proxy", "debian", files=(("s3proxy", host.s3proxy),),
+                              pins=(("s3proxy", lock.local_tools["s3proxy"].stamp(cache).read_text().strip()),)),
     }
 
 
@@ -209,6 +215,9 @@ def resolve(host: ArtifactPaths, client=None, progress: Progress = _stderr, buil
     refs: dict[str, str] = {}
     wanted_local: list[str] = []
     for component in COMPONENTS:
+        if component in LOCAL_ONLY:
+            wanted_local.append(component)
+            continue
         public = public_image(component)
         if chosen != "local" and _exists(client, public):
             refs[component] = public
@@ -431,7 +440,7 @@ def _remove_older(client, tag: str) -> None:
 def remove_local(client) -> int:
     """Remove every local build (for a cold build benchmark); returns how many tags were removed."""
     removed = 0
-    for name in ("kafka", "spark", "minio", "toxiproxy", "jre", "debian"):
+    for name in ("kafka", "spark", "minio", "toxiproxy", "s3proxy", "jre", "debian"):
         for image in client.images.list(name=f"{LOCAL_REPOSITORY}/{name}"):
             for tag in image.tags:
                 client.images.remove(tag, force=True)

@@ -27,6 +27,7 @@ class LocalBackend:
             spark_home=str(Path(pyspark.__file__).parent),
             minio=str(host_artifacts.minio),
             toxiproxy=str(host_artifacts.toxiproxy),
+            s3proxy=str(host_artifacts.s3proxy),
             # Every JVM runs here, on the JDK and jars the archives were recorded with.
             archives=host_archives,
         )

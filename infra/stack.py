@@ -1,10 +1,13 @@
-"""The Stack: one context manager that starts Kafka, MinIO, Toxiproxy and Spark, says where they are, and
-tears them down on success, failure and interrupt.
+"""The Stack: one context manager that starts Kafka, MinIO, Toxiproxy, the S3 fault proxy and Spark, says where
+they are, and tears them down on success, failure and interrupt.
 
     with Stack(run_dir, backend="local") as stack:
         stack.info.kafka_bootstrap      # through the `kafka` proxy
-        stack.toxiproxy.add_toxic(...)  # faults
+        stack.toxiproxy.add_toxic(...)  # TCP-level faults
+        stack.s3proxy.add_rule(...)     # HTTP-level S3 faults (docs/s3proxy.md)
         stack.handles["kafka"].signal(SIGSTOP)
+
+S3 traffic: clients -> Toxiproxy `s3` (s3_endpoint) -> s3proxy -> MinIO; s3_direct_endpoint bypasses both.
 
 Backends (infra/local.py, infra/containers.py) only launch commands that infra/components.py builds;
 everything else — ports, credentials, proxies, readiness order, teardown — lives here, once.
@@ -33,6 +36,7 @@ from .errors import ComponentError, InfraError
 from .health import wait_until
 from .ports import free_ports
 from .procs import ManagedProcess
+from .s3proxy import S3ProxyClient
 from .toxiproxy import ToxiproxyClient
 
 PROXIES = ("kafka", "s3", "spark-driver", "spark-driver-blocks")
@@ -84,8 +88,8 @@ class StackInfo:
     run_dir: str
     kafka_bootstrap: str          # through the `kafka` proxy: what the job and the workload use
     kafka_internal_bootstrap: str  # straight to the broker: harness probes that must work during faults
-    s3_endpoint: str              # through the `s3` proxy
-    s3_direct_endpoint: str
+    s3_endpoint: str              # through the `s3` proxy (and s3proxy behind it)
+    s3_direct_endpoint: str       # straight to MinIO: harness reads that must work during faults
     bucket: str
     toxiproxy_api: str
     spark_master: str
@@ -94,6 +98,7 @@ class StackInfo:
     spark_home: str
     driver: DriverSlot
     proxies: dict[str, dict[str, str]]
+    s3proxy_api: str = ""         # the S3 fault proxy's control API (infra/s3proxy.py)
     start_seconds: dict[str, float] = field(default_factory=dict)
     # Class-data archives for the JVMs drivers start (the driver's own, the executors'): ClassArchives.to_dict()
     class_archives: dict = field(default_factory=dict)
@@ -151,6 +156,7 @@ class Stack:
         self.handles: dict[str, Handle] = {}
         self.info: StackInfo | None = None
         self.toxiproxy: ToxiproxyClient | None = None
+        self.s3proxy: S3ProxyClient | None = None
         self.children: list[Handle] = []  # drivers and other processes started against the stack
         self._specs: dict[str, LaunchSpec] = {}  # what start() launched, for restart()
         self._ports: Ports | None = None
@@ -200,8 +206,10 @@ class Stack:
         (config / "kafka.properties").write_text(components.kafka_properties(ports, self.stack_dir / "kafka-data"))
         (config / "kafka-log4j2.properties").write_text(components.KAFKA_LOG4J)
         self.toxiproxy = ToxiproxyClient(LOOPBACK, ports.toxiproxy_api)
+        self.s3proxy = S3ProxyClient(f"http://{LOOPBACK}:{ports.s3proxy_api}")
 
         specs = [
+            components.s3proxy(runtime, ports),
             components.toxiproxy(runtime, ports),
             components.minio(runtime, ports, self.stack_dir / "minio-data", self.credentials.access_key,
                              self.credentials.secret_key),
@@ -246,6 +254,7 @@ class Stack:
             driver=DriverSlot(LOOPBACK, DRIVER_ADVERTISED_HOST, ports.driver_rpc, ports.driver_blocks),
             proxies={name: {"listen": p.listen, "upstream": p.upstream}
                      for name, p in self.toxiproxy.proxies().items()},
+            s3proxy_api=self.s3proxy.api,
             start_seconds=seconds,
             class_archives=driver_archives.to_dict(),
         )
@@ -273,6 +282,8 @@ class Stack:
         wait_until(spec.name, spec.ready, spec.timeout, log_path,
                    alive=lambda: handle.alive() and not self._closing)
         if spec.name == "toxiproxy":
+            # The `s3` proxy's upstream is s3proxy: it must answer before the proxy can carry traffic.
+            ready["s3proxy"].wait(spec.timeout)
             self._create_proxies(ports)
         seconds = round(time.monotonic() - t0, 2)
         self.progress(f"{spec.name} ready in {seconds:.1f} s")
@@ -283,7 +294,8 @@ class Stack:
 
         Same command, ports, configuration and data directory, so clients reconnect to the same address and
         find their data (a broker killed with SIGKILL that comes back). Works on a component that is already
-        dead. A restarted Toxiproxy gets its proxies again, without toxics. Drivers are not components:
+        dead. A restarted Toxiproxy gets its proxies again, without toxics; a restarted s3proxy starts without
+        rules (its held requests were dropped with it). Drivers are not components:
         restart them with infra.driver.launch_driver.
         """
         specs = self._specs
@@ -304,7 +316,7 @@ class Stack:
     def _create_proxies(self, ports: Ports) -> None:
         routes = {
             "kafka": (f"{LOOPBACK}:{ports.kafka_proxy}", f"{LOOPBACK}:{ports.kafka_external}"),
-            "s3": (f"{LOOPBACK}:{ports.s3_proxy}", f"{LOOPBACK}:{ports.minio}"),
+            "s3": (f"{LOOPBACK}:{ports.s3_proxy}", f"{LOOPBACK}:{ports.s3proxy}"),
             "spark-driver": (f"{DRIVER_ADVERTISED_HOST}:{ports.driver_rpc}", f"{LOOPBACK}:{ports.driver_rpc}"),
             "spark-driver-blocks": (f"{DRIVER_ADVERTISED_HOST}:{ports.driver_blocks}",
                                     f"{LOOPBACK}:{ports.driver_blocks}"),
@@ -362,9 +374,21 @@ class Stack:
             return handle
 
     def reset(self) -> None:
-        """Between experiments: every toxic removed, every proxy enabled; processes keep running."""
+        """Between experiments: every toxic removed, every proxy enabled, every s3proxy rule removed and every
+        request it holds released (forwarded); processes keep running. Both are tried; the first failure is raised."""
+        failures: list[InfraError] = []
         if self.toxiproxy is not None:
-            self.toxiproxy.reset()
+            try:
+                self.toxiproxy.reset()
+            except InfraError as error:
+                failures.append(error)
+        if self.s3proxy is not None:
+            try:
+                self.s3proxy.clear()
+            except InfraError as error:
+                failures.append(error)
+        if failures:
+            raise failures[0]
 
     def close(self) -> None:
         with self._lock:
@@ -373,11 +397,11 @@ class Stack:
             self._closing = True
         with _signals_deferred():
             try:
-                if self.toxiproxy is not None and "toxiproxy" in self.handles:
+                if self.toxiproxy is not None and ("toxiproxy" in self.handles or "s3proxy" in self.handles):
                     try:
-                        self.reset()
+                        self.reset()  # also releases requests s3proxy holds, so drivers can stop cleanly
                     except InfraError:
-                        pass  # the proxy server dies with the stack anyway
+                        pass  # the proxy servers die with the stack anyway
                 for group in (self.children, list(self.handles.values())):  # drivers before servers
                     with ThreadPoolExecutor(max_workers=max(1, len(group))) as pool:
                         list(pool.map(lambda h: h.stop(), group))

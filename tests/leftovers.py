@@ -27,4 +27,6 @@ def ports_of(info: dict) -> list[tuple[str, int]]:
                  info["toxiproxy_api"].removeprefix("http://"), info["spark_master"].removeprefix("spark://"),
                  info["spark_master_ui"].removeprefix("http://")]
     addresses += [p["listen"] for p in info["proxies"].values()] + [p["upstream"] for p in info["proxies"].values()]
+    if info.get("s3proxy_api"):  # the S3 fault proxy's API (its S3 listener is the `s3` proxy's upstream)
+        addresses.append(info["s3proxy_api"].removeprefix("http://"))
     return [(a.rsplit(":", 1)[0], int(a.rsplit(":", 1)[1])) for a in addresses]

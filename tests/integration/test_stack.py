@@ -39,7 +39,7 @@ def healed(request):
 
 def test_every_component_is_up_on_loopback(stack):
     info = stack.info
-    assert set(stack.handles) == {"toxiproxy", "minio", "kafka", "spark-master", "spark-worker"}
+    assert set(stack.handles) == {"toxiproxy", "s3proxy", "minio", "kafka", "spark-master", "spark-worker"}
     assert all(handle.alive() for handle in stack.handles.values())
     assert set(stack.toxiproxy.proxies()) == set(PROXIES)
     for proxy in info.proxies.values():
@@ -104,7 +104,7 @@ def test_cli_smoke_json_passes_and_teardown_leaves_nothing(backend, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["ok"] is True
-    assert set(result["start_s"]) == {"toxiproxy", "minio", "kafka", "spark-master", "spark-worker"}
+    assert set(result["start_s"]) == {"toxiproxy", "s3proxy", "minio", "kafka", "spark-master", "spark-worker"}
     assert result["total_start_s"] > 0
     assert result["toxics"]["kafka_down"] == {"fetched_while_down": 0, "fetched_after_enable": 10}
     spark = result["checks"]["spark_query"]

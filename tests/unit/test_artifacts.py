@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from infra import artifacts
-from infra.artifacts import GoTool, JarPin, JarSet, Lock
+from infra.artifacts import GoTool, JarPin, JarSet, LocalGoTool, Lock
 from infra.errors import ArtifactError
 
 
@@ -127,6 +127,66 @@ def test_the_real_lock_pins_everything_the_stack_needs():
         assert len(pin.sha256) == 64 and pin.size > 0
     for tool in lock.go_tools.values():
         assert tool.module_sum.startswith("h1:") and tool.version.startswith("v")
+    # Our own S3 fault proxy: built from the repository's source, not pinned in the lock file.
+    assert set(lock.local_tools) == {"s3proxy"}
+    assert (lock.local_tools["s3proxy"].source / "go.mod").is_file()
+
+
+def _local_tool(tmp_path: Path) -> LocalGoTool:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "go.mod").write_text("module example.org/demo\n\ngo 1.22\n")
+    (source / "main.go").write_text("package main\n\nfunc main() {}\n")
+    return LocalGoTool("demo-proxy", source, "demo-proxy")
+
+
+def test_a_local_tool_is_named_by_its_source_and_ignores_its_tests(tmp_path, cache):
+    tool = _local_tool(tmp_path)
+    first = tool.path(cache)
+    assert first.name.startswith("demo-proxy-") and first.parent == cache / "bin"
+    (tool.source / "main_test.go").write_text("package main\n")
+    assert tool.path(cache) == first  # tests do not change the binary
+    (tool.source / "main.go").write_text("package main\n\nfunc main() { println() }\n")
+    assert tool.path(cache) != first
+
+
+def test_a_local_tool_missing_or_corrupt_is_named_with_the_fix(tmp_path, cache):
+    tool = _local_tool(tmp_path)
+    lock = Lock({}, {}, {"demo-proxy": tool})
+    with pytest.raises(ArtifactError) as raised:
+        artifacts.verify(lock, cache)
+    assert "demo-proxy" in str(raised.value) and "missing" in str(raised.value) and "make setup" in str(raised.value)
+    tool.path(cache).parent.mkdir(parents=True)
+    tool.path(cache).write_bytes(b"\x7fELF demo")
+    tool.stamp(cache).write_text(hashlib.sha256(b"\x7fELF demo").hexdigest() + "\n")
+    assert artifacts.problems(lock, cache) == []
+    tool.path(cache).write_bytes(b"\x7fELF dem0")
+    found = artifacts.problems(lock, cache)
+    assert len(found) == 1 and "corrupt" in found[0]
+    (tool.source / "main.go").write_text("package main\n\n// changed\nfunc main() {}\n")
+    found = artifacts.problems(lock, cache)  # a changed source wants a new build
+    assert len(found) == 1 and "missing" in found[0] and "current source" in found[0]
+
+
+def test_a_local_tool_is_built_once_per_source(tmp_path, cache, monkeypatch):
+    tool = _local_tool(tmp_path)
+    builds = []
+
+    def go_build(command, what, env=None, cwd=None):
+        builds.append((command, cwd, env))
+        Path(command[command.index("-o") + 1]).write_bytes(b"\x7fELF built")
+        return ""
+
+    monkeypatch.setattr(artifacts, "_run", go_build)
+    monkeypatch.setattr(artifacts, "_go", lambda: "go")
+    lock = Lock({}, {}, {"demo-proxy": tool})
+    artifacts.fetch(lock, cache, progress=lambda m: None)
+    artifacts.fetch(lock, cache, progress=lambda m: None)
+    assert len(builds) == 1
+    command, cwd, env = builds[0]
+    assert command[:3] == ["go", "build", "-trimpath"] and cwd == tool.source
+    assert env["GOTOOLCHAIN"] == "local" and env["CGO_ENABLED"] == "0" and env["GOFLAGS"] == "-modcacherw"
+    assert tool.path(cache).read_bytes() == b"\x7fELF built"
 
 
 def test_artifact_name_strips_versions():

@@ -1,0 +1,3 @@
+module chaossuite/s3proxy
+
+go 1.22
