@@ -2,21 +2,216 @@
 (the checkpoint.corrupt fault).
 
 The harness reads MinIO directly (not through the `s3` proxy), so what it sees does not depend on the faults it
-injects. The layout is parsed by job.integrity.parse_listing, the one place that knows it.
+injects. It parses the checkpoint's layout with its own code (`parse_listing` below) and imports nothing from the
+job: a fault that chose its targets with the job's own parser could only ever land where the job's verification
+already looks (issue 20). Layout, relative to the checkpoint root (Spark 4.3, RocksDB state store, checkpoint
+format 1; FACTS.md "Checkpoints and RocksDB state"):
+
+    metadata                              the query id; read on every start                      kind `metadata`
+    sources/<s>/<p>                       a source's initial offsets                              kind `sources`
+    offsets/<b>                           what batch b reads (the newest may be in flight)         kind `offsets`
+    commits/<b>                           batch b is done                                          kind `commits`
+    state/<op>/_metadata/*, state/<op>/<part>/_metadata/*, state/<op>/[<part>/]_stateSchema/*
+                                          operator metadata and state schemas                      kind `state_metadata`
+    state/<op>/<part>[/<store>]/<v>.zip   a RocksDB snapshot of state version v                    kind `zip`
+    state/<op>/<part>[/<store>]/<v>.changelog   version v's changes over v-1                       kind `changelog`
+    state/<op>/<part>[/<store>]/SSTs/<n>-<uuid>.sst   SST files the snapshots share                kind `sst`
+    .<name>.<uuid>.tmp (any directory)    an upload or rename that did not finish: never read, never damaged
+    _lease, _integrity/...                the hardened job's own bookkeeping: never damaged
+
+A snapshot zip's `metadata` entry is a "v1" line, then {"sstFiles": [{"dfsSstFileName": ..., "sizeBytes": ...}]}.
+Batch b commits state version b+1.
 """
 from __future__ import annotations
 
 import io
 import json
 import random
-
-from job.integrity import INTEGRITY_DIR, SST_MAGIC, Checkpoint, StateFile, parse_listing
-from job.objectstore import Listed
+import re
+import zipfile
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
 
 METHODS = ("bit_flip", "truncate", "footer", "zero_fill")
-KINDS = ("sst", "zip", "changelog")
+STATE_KINDS = ("sst", "zip", "changelog")           # `version`: the state version
+BATCH_KINDS = ("offsets", "commits")                # `version`: the batch id
+RECORD_KINDS = ("metadata", "sources", "state_metadata")  # written once: no version (only `newest`)
+KINDS = STATE_KINDS + ("metadata", "sources", "offsets", "commits", "state_metadata")
+ANY = "any"  # one of KINDS that has a file, drawn with the seeded rng
+KIND_CHOICES = KINDS + (ANY,)
+
+# RocksDB's block-based table magic number 0x88e241b785f4cff7 as it ends an SST file (little endian). The job has
+# the same constant (job/checkpoint.py); it is written out again here on purpose: the harness must not share the
+# job's notion of an intact file, or a bug there would hide from the faults that are meant to find it.
+SST_MAGIC = bytes.fromhex("f7cff485b741e288")
+
+INTEGRITY_DIR = "_integrity"
+LEASE = "_lease"
+
+_DIGITS = re.compile(r"\d+")
+_SNAPSHOT_OR_CHANGELOG = re.compile(r"(\d+)\.(zip|changelog)")
+_STATE_METADATA_DIRS = ("_metadata", "_stateSchema")
 
 
+@dataclass(frozen=True)
+class Listed:
+    """One object of a listing: key (full, inside the bucket), size, ETag."""
+    key: str
+    size: int
+    etag: str
+
+
+@dataclass(frozen=True)
+class CheckpointFile:
+    key: str                # relative to the checkpoint root, e.g. state/0/3/12.changelog or offsets/7
+    kind: str               # one of KINDS
+    partition: str | None   # state data files: e.g. 0/3; else None
+    version: int | None     # zip/changelog: the state version; offsets/commits: the batch id; else None
+    size: int
+    etag: str
+
+
+@dataclass
+class Partition:
+    snapshots: dict[int, CheckpointFile] = field(default_factory=dict)
+    changelogs: dict[int, CheckpointFile] = field(default_factory=dict)
+    ssts: dict[str, CheckpointFile] = field(default_factory=dict)  # by file name
+
+
+@dataclass
+class Layout:
+    """What a checkpoint holds, as the harness reads it."""
+    metadata: CheckpointFile | None = None
+    sources: dict[str, CheckpointFile] = field(default_factory=dict)         # key -> file
+    offsets: dict[int, CheckpointFile] = field(default_factory=dict)         # batch id -> file
+    commits: dict[int, CheckpointFile] = field(default_factory=dict)         # batch id -> file
+    state_metadata: dict[str, CheckpointFile] = field(default_factory=dict)  # key -> file
+    partitions: dict[str, Partition] = field(default_factory=dict)
+    temporary: list[str] = field(default_factory=list)    # unfinished uploads and renames, anywhere
+    bookkeeping: list[str] = field(default_factory=list)  # _integrity/... (manifests, rollbacks, quarantine)
+    lease: bool = False
+    other: list[str] = field(default_factory=list)        # anything else (not damaged: nobody is known to read it)
+
+    @property
+    def last_commit(self) -> int | None:
+        return max(self.commits) if self.commits else None
+
+    def files(self, kind: str) -> list[CheckpointFile]:
+        """Every file of one kind, by key."""
+        if kind == "metadata":
+            found = [self.metadata] if self.metadata is not None else []
+        elif kind == "sources":
+            found = list(self.sources.values())
+        elif kind in BATCH_KINDS:
+            found = list((self.offsets if kind == "offsets" else self.commits).values())
+        elif kind == "state_metadata":
+            found = list(self.state_metadata.values())
+        elif kind in STATE_KINDS:
+            found = [f for p in self.partitions.values()
+                     for f in (p.snapshots.values() if kind == "zip" else p.changelogs.values() if kind == "changelog"
+                               else p.ssts.values())]
+        else:
+            raise ValueError(f"unknown checkpoint file kind {kind!r}; allowed: {', '.join(KIND_CHOICES)}")
+        return sorted(found, key=lambda f: f.key)
+
+
+def classify(key: str) -> tuple[str, str | None, int | None]:
+    """(kind, partition, version) of a key relative to the checkpoint root. Kinds beyond KINDS: `temporary`,
+    `lease`, `bookkeeping`, `other`."""
+    parts = key.split("/")
+    if parts[-1].startswith("."):
+        return "temporary", None, None  # .<name>.<uuid>.tmp: S3 has no rename; Spark writes, copies, deletes
+    if key == LEASE:
+        return "lease", None, None
+    if parts[0] == INTEGRITY_DIR:
+        return "bookkeeping", None, None
+    if key == "metadata":
+        return "metadata", None, None
+    if len(parts) == 3 and parts[0] == "sources" and _DIGITS.fullmatch(parts[1]) and _DIGITS.fullmatch(parts[2]):
+        return "sources", None, None
+    if len(parts) == 2 and parts[0] in BATCH_KINDS and _DIGITS.fullmatch(parts[1]):
+        return parts[0], None, int(parts[1])
+    if parts[0] != "state" or len(parts) < 4 or not _DIGITS.fullmatch(parts[1]):
+        return "other", None, None
+    # state/<op>/_metadata/..., state/<op>/_stateSchema/..., and the same two under state/<op>/<part>/
+    if parts[2] in _STATE_METADATA_DIRS or (_DIGITS.fullmatch(parts[2]) and parts[3] in _STATE_METADATA_DIRS
+                                            and len(parts) >= 5):
+        return "state_metadata", None, None
+    if not _DIGITS.fullmatch(parts[2]):
+        return "other", None, None
+    if "SSTs" in parts[3:-1]:
+        at = parts.index("SSTs", 3)
+        if at == len(parts) - 2 and parts[-1].endswith(".sst"):
+            return "sst", "/".join(parts[1:at]), None
+        return "other", None, None
+    data = _SNAPSHOT_OR_CHANGELOG.fullmatch(parts[-1])
+    if data:
+        return data.group(2), "/".join(parts[1:-1]), int(data.group(1))
+    return "other", None, None
+
+
+def parse_listing(listing: Iterable, root: str) -> Layout:
+    """Objects under `root/` (each with .key, .size, .etag; keys are full keys in the bucket) -> the layout.
+    Directory markers and objects outside the root are left out."""
+    layout = Layout()
+    prefix = root.rstrip("/") + "/"
+    for obj in listing:
+        if not obj.key.startswith(prefix) or obj.key.endswith("/"):
+            continue
+        key = obj.key[len(prefix):]
+        kind, partition, version = classify(key)
+        file = CheckpointFile(key, kind, partition, version, obj.size, obj.etag)
+        if kind == "temporary":
+            layout.temporary.append(key)
+        elif kind == "lease":
+            layout.lease = True
+        elif kind == "bookkeeping":
+            layout.bookkeeping.append(key)
+        elif kind == "other":
+            layout.other.append(key)
+        elif kind == "metadata":
+            layout.metadata = file
+        elif kind == "sources":
+            layout.sources[key] = file
+        elif kind == "offsets":
+            layout.offsets[version] = file
+        elif kind == "commits":
+            layout.commits[version] = file
+        elif kind == "state_metadata":
+            layout.state_metadata[key] = file
+        else:
+            part = layout.partitions.setdefault(partition, Partition())
+            if kind == "sst":
+                part.ssts[key.rsplit("/", 1)[1]] = file
+            else:
+                (part.snapshots if kind == "zip" else part.changelogs)[version] = file
+    layout.temporary.sort()
+    layout.bookkeeping.sort()
+    layout.other.sort()
+    return layout
+
+
+def snapshot_ssts(zip_bytes: bytes) -> dict[str, int]:
+    """The SST files (name -> size) a snapshot zip lists in its `metadata` entry ("v1\\n{json}").
+
+    Raises ValueError when the zip cannot be read (bad CRC, not a zip, no metadata entry)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(zip_bytes)) as archive:
+            bad = archive.testzip()
+            if bad is not None:
+                raise ValueError(f"CRC mismatch in entry {bad}")
+            text = archive.read("metadata").decode()
+    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, EOFError, OSError) as error:
+        raise ValueError(f"unreadable zip ({type(error).__name__}: {error})") from None
+    first, _, rest = text.partition("\n")
+    body = rest if re.fullmatch(r"v\d+", first.strip()) else text
+    try:
+        return {entry["dfsSstFileName"]: int(entry["sizeBytes"]) for entry in json.loads(body).get("sstFiles", [])}
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"unreadable snapshot metadata ({error})") from None
+
+
+# -- reading MinIO ---------------------------------------------------------------------------------------------
 def _listing(s3, bucket: str, prefix: str) -> list[Listed]:
     return [Listed(o.object_name, o.size or 0, (o.etag or "").strip('"'))
             for o in s3.list_objects(bucket, prefix=prefix.rstrip("/") + "/", recursive=True) if not o.is_dir]
@@ -31,53 +226,105 @@ def _read(s3, bucket: str, key: str) -> bytes:
         response.release_conn()
 
 
+def read_layout(s3, bucket: str, prefix: str) -> Layout:
+    root = prefix.rstrip("/")
+    return parse_listing(_listing(s3, bucket, root), root)
+
+
 def lineage(s3, bucket: str, prefix: str) -> dict:
     """What the lineage checker judges (chaos/checkers.py): batch ids in offsets/ and commits/, per state partition
     the snapshot and changelog versions, the integrity manifests and rollbacks, and the lease, if any."""
-    listed = _listing(s3, bucket, prefix)
-    checkpoint = parse_listing(listed, prefix)
-    keys = {obj.key[len(prefix.rstrip("/")) + 1:] for obj in listed}
+    root = prefix.rstrip("/")
+    layout = read_layout(s3, bucket, root)
     rollbacks = []
-    for key in sorted(k for k in keys if k.startswith(f"{INTEGRITY_DIR}/rollbacks/")):
+    for key in (k for k in layout.bookkeeping if k.startswith(f"{INTEGRITY_DIR}/rollbacks/")):
         try:
-            rollbacks.append(json.loads(_read(s3, bucket, f"{prefix.rstrip('/')}/{key}")))
+            rollbacks.append(json.loads(_read(s3, bucket, f"{root}/{key}")))
         except ValueError:
             rollbacks.append({"unreadable": key})
     lease = None
-    if "_lease" in keys:
+    if layout.lease:
         try:
-            lease = json.loads(_read(s3, bucket, f"{prefix.rstrip('/')}/_lease"))
+            lease = json.loads(_read(s3, bucket, f"{root}/{LEASE}"))
         except ValueError:
             lease = {"unreadable": True}
     return {
         "prefix": prefix,
-        "metadata": "metadata" in keys,
-        "offsets": sorted(checkpoint.offsets),
-        "commits": sorted(checkpoint.commits),
+        "metadata": layout.metadata is not None,
+        "offsets": sorted(layout.offsets),
+        "commits": sorted(layout.commits),
         "state": {name: {"snapshots": sorted(p.snapshots), "changelogs": sorted(p.changelogs), "ssts": len(p.ssts)}
-                  for name, p in sorted(checkpoint.partitions.items())},
-        "manifests": sorted(int(k.rsplit("/", 1)[1].split(".")[0]) for k in keys
+                  for name, p in sorted(layout.partitions.items())},
+        "manifests": sorted(int(k.rsplit("/", 1)[1].split(".")[0]) for k in layout.bookkeeping
                             if k.startswith(f"{INTEGRITY_DIR}/manifests/") and k.endswith(".json")),
-        "temporary_files": sorted(k for k in keys if k.rsplit("/", 1)[-1].startswith(".")),
+        "temporary_files": layout.temporary,
         "rollbacks": rollbacks,
         "lease": lease,
     }
 
 
+# -- choosing what to damage -----------------------------------------------------------------------------------
 class NothingToCorrupt(Exception):
     """The checkpoint has no file of the requested kind (and version)."""
 
 
-def choose(checkpoint: Checkpoint, kind: str, version: int | str, rng: random.Random,
-           snapshot_ssts=None, count: int = 1) -> list[StateFile]:
-    """The files to damage: of `kind`, in the newest state version that has one (or exactly `version`).
+SnapshotSsts = Callable[[CheckpointFile], Iterable[str]]
 
-    For an SST, the snapshot of that version names the candidates (`snapshot_ssts(zip_file)` -> names); one is
-    drawn with `rng` so a seed reproduces the choice. With `count` > 1 (and version "newest") the other files come
-    from other partitions, each at its own newest version (what that partition loads on a restart); an SST kind
-    takes further SSTs of the same snapshots once the partitions run out."""
+
+def choose(checkpoint: Layout, kind: str, version: int | str, rng: random.Random,
+           snapshot_ssts: SnapshotSsts | None = None, count: int = 1) -> list[CheckpointFile]:
+    """The files to damage (`count` of them, one per method).
+
+    - `sst`, `zip`, `changelog`: in the newest committed state version that has one (or exactly `version`). For an
+      SST, the snapshot of that version names the candidates (`snapshot_ssts(zip_file)` -> names); one is drawn with
+      `rng` so a seed reproduces the choice. With `count` > 1 (and version "newest") the other files come from other
+      partitions, each at its own newest version (what that partition loads on a restart); an SST kind takes further
+      SSTs of the same snapshots once the partitions run out.
+    - `offsets`, `commits`: the entry of batch `version`; "newest" is the highest entry present (for offsets that
+      may be the batch in flight, which no commit has closed yet), and with `count` > 1 the next older entries.
+    - `metadata`, `sources` (sources/<s>/<p>), `state_metadata` (operator metadata and state schemas): files written
+      once, with no version (`version` must be "newest"); `count` distinct ones drawn with `rng`.
+    - `any`: one of the kinds above that has `count` such files (at `version`), drawn with `rng`, then its files."""
+    if kind == ANY:
+        kind = choose_kind(checkpoint, version, rng, snapshot_ssts, count)
+    if kind in STATE_KINDS:
+        return _choose_state(checkpoint, kind, version, rng, snapshot_ssts, count)
+    if kind in BATCH_KINDS:
+        return _choose_batch(checkpoint, kind, version, count)
+    if kind in RECORD_KINDS:
+        return _choose_record(checkpoint, kind, version, rng, count)
+    raise ValueError(f"unknown checkpoint file kind {kind!r}; allowed: {', '.join(KIND_CHOICES)}")
+
+
+def available_kinds(checkpoint: Layout, version: int | str, snapshot_ssts: SnapshotSsts | None = None,
+                    count: int = 1) -> list[str]:
+    """The kinds that have `count` files to damage (at `version`), in KINDS order. Uses no caller's rng."""
+    found = []
+    for kind in KINDS:
+        if kind in RECORD_KINDS and version != "newest":
+            continue  # written-once files have no version
+        try:
+            choose(checkpoint, kind, version, random.Random(0), snapshot_ssts=snapshot_ssts, count=count)
+        except (NothingToCorrupt, ValueError):
+            continue
+        found.append(kind)
+    return found
+
+
+def choose_kind(checkpoint: Layout, version: int | str, rng: random.Random,
+                snapshot_ssts: SnapshotSsts | None = None, count: int = 1) -> str:
+    """`any`: one kind that has files, drawn with `rng` (a seed reproduces it on the same checkpoint)."""
+    kinds = available_kinds(checkpoint, version, snapshot_ssts, count)
+    if not kinds:
+        raise NothingToCorrupt(f"the checkpoint has no file of any kind to damage ({count} wanted"
+                               f"{'' if version == 'newest' else f' at version {version}'})")
+    return rng.choice(kinds)
+
+
+def _choose_state(checkpoint: Layout, kind: str, version: int | str, rng: random.Random,
+                  snapshot_ssts: SnapshotSsts | None, count: int) -> list[CheckpointFile]:
     committed = max(checkpoint.commits) + 1 if checkpoint.commits else None
-    by_partition: dict[str, list[tuple[int, StateFile]]] = {}
+    by_partition: dict[str, list[tuple[int, CheckpointFile]]] = {}
     for name, partition in checkpoint.partitions.items():
         files = partition.snapshots if kind in ("zip", "sst") else partition.changelogs
         for v, file in files.items():
@@ -103,8 +350,10 @@ def choose(checkpoint: Checkpoint, kind: str, version: int | str, rng: random.Ra
         if len(files) < count:
             raise NothingToCorrupt(f"{count} {kind} files to damage wanted, the checkpoint has {len(files)}")
         return files[:count]
-    chosen: list[StateFile] = []
-    spare: list[StateFile] = []
+    if snapshot_ssts is None:
+        raise ValueError("choosing an SST needs snapshot_ssts (the SST names a snapshot zip lists)")
+    chosen: list[CheckpointFile] = []
+    spare: list[CheckpointFile] = []
     for snapshot in files:
         partition = checkpoint.partitions[snapshot.partition]
         ssts = [partition.ssts[n] for n in sorted(snapshot_ssts(snapshot)) if n in partition.ssts]
@@ -120,6 +369,41 @@ def choose(checkpoint: Checkpoint, kind: str, version: int | str, rng: random.Ra
     return chosen[:count]
 
 
+def _choose_batch(checkpoint: Layout, kind: str, version: int | str, count: int) -> list[CheckpointFile]:
+    entries = checkpoint.offsets if kind == "offsets" else checkpoint.commits
+    if not entries:
+        raise NothingToCorrupt(f"the checkpoint has no {kind} entry yet")
+    if version == "newest":
+        files = [entries[b] for b in sorted(entries, reverse=True)[:count]]
+    else:
+        batch = int(version)
+        if batch not in entries:
+            have = sorted(entries)
+            raise NothingToCorrupt(f"no {kind}/{batch}; have batches {have[0]}..{have[-1]}" if len(have) > 1
+                                   else f"no {kind}/{batch}; have batch {have[0]}")
+        files = [entries[batch]]
+    if len(files) < count:
+        raise NothingToCorrupt(f"{count} {kind} entries to damage wanted, "
+                               + (f"the checkpoint has {len(files)}" if version == "newest"
+                                  else f"batch {version} has one"))
+    return files
+
+
+def _choose_record(checkpoint: Layout, kind: str, version: int | str, rng: random.Random,
+                   count: int) -> list[CheckpointFile]:
+    if version != "newest":
+        raise ValueError(f"{kind} files are written once and have no version: use version newest, not {version!r}")
+    files = checkpoint.files(kind)
+    what = {"metadata": "metadata file", "sources": "sources/<s>/<p> file",
+            "state_metadata": "state operator metadata or schema file"}[kind]
+    if not files:
+        raise NothingToCorrupt(f"the checkpoint has no {what} yet")
+    if len(files) < count:
+        raise NothingToCorrupt(f"{count} {kind} files to damage wanted, the checkpoint has {len(files)}")
+    return rng.sample(files, count)
+
+
+# -- damaging --------------------------------------------------------------------------------------------------
 def damage(data: bytes, method: str, rng: random.Random) -> bytes:
     """The damaged content. Every method changes the bytes (a no-op corruption would prove nothing)."""
     if not data:
@@ -140,15 +424,17 @@ def damage(data: bytes, method: str, rng: random.Random) -> bytes:
     raise ValueError(f"unknown corruption method {method!r}; allowed: {', '.join(METHODS)}")
 
 
+def _zip_reader(s3, bucket: str, root: str) -> SnapshotSsts:
+    return lambda zip_file: snapshot_ssts(_read(s3, bucket, f"{root}/{zip_file.key}"))
+
+
 def can_corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str, count: int = 1) -> bool:
     """Are there `count` files of this kind (and version) to damage yet? (A snapshot appears only every few
     versions.)"""
-    from job.integrity import snapshot_ssts as parse_zip
-
     root = prefix.rstrip("/")
     try:
-        choose(parse_listing(_listing(s3, bucket, root), root), kind, version, random.Random(0), count=count,
-               snapshot_ssts=lambda zip_file: parse_zip(_read(s3, bucket, f"{root}/{zip_file.key}")))
+        choose(read_layout(s3, bucket, root), kind, version, random.Random(0), count=count,
+               snapshot_ssts=_zip_reader(s3, bucket, root))
     except (NothingToCorrupt, ValueError):
         return False
     return True
@@ -156,16 +442,14 @@ def can_corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str, cou
 
 def corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str, method: str | list[str],
             seed: int = 0) -> dict:
-    """Damage state files in place (the job must be stopped): one per method. Returns what was done, for the
-    history: the first file's fields, and every file under `files`."""
-    from job.integrity import snapshot_ssts as parse_zip
-
+    """Damage checkpoint files in place (the job must be stopped): one per method. Returns what was done, for the
+    history: the first file's fields (`kind` is the kind of file damaged, also when `any` was asked for;
+    `requested_kind` what was asked for), and every file under `files`."""
     root = prefix.rstrip("/")
     methods = [method] if isinstance(method, str) else list(method)
-    checkpoint = parse_listing(_listing(s3, bucket, root), root)
     rng = random.Random(seed)
-    targets = choose(checkpoint, kind, version, rng, count=len(methods),
-                     snapshot_ssts=lambda zip_file: parse_zip(_read(s3, bucket, f"{root}/{zip_file.key}")))
+    targets = choose(read_layout(s3, bucket, root), kind, version, rng, count=len(methods),
+                     snapshot_ssts=_zip_reader(s3, bucket, root))
     done = []
     for target, how in zip(targets, methods):
         key = f"{root}/{target.key}"
@@ -176,4 +460,4 @@ def corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str, method:
                      "size_before": len(original), "size_after": len(damaged),
                      "sst_magic_before": original[-8:] == SST_MAGIC if target.kind == "sst" else None})
     return {**done[0], "file": ", ".join(d["file"] for d in done), "method": "+".join(d["method"] for d in done),
-            "files": done}
+            "requested_kind": kind, "files": done}

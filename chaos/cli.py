@@ -311,9 +311,31 @@ def _print_results(results: dict, run_dir: Path) -> None:
             if arm.get("role") == "control" and arm.get("signature"):
                 extra += f"  control reproduced: {arm['signature']}"
             print(f"{arm['verdict']:<11} {experiment['name']} / {arm['profile']}{extra}")
+    _print_discrimination(results)
     print(f"{results['verdict']}: {run_dir}")
     if (run_dir / "index.html").exists():
         print(f"report: {run_dir / 'index.html'}")
+
+
+def _print_discrimination(results: dict) -> None:
+    """One count line, then every experiment a job without the hardening passes (loudly), and the inconclusive."""
+    judged = [(e["name"], e["discrimination"]) for e in results.get("experiments", [])
+              if isinstance(e.get("discrimination"), dict)]
+    if not judged:
+        return
+    counts = {status: sum(d.get("status") == status for _, d in judged) for status in
+              ("discriminating", "not_discriminating", "inconclusive", "waived", "not_run")}
+    print("discrimination (the control judged by the hardened targets): "
+          + ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items() if n))
+    for name, discrimination in judged:
+        status = discrimination.get("status")
+        if status == "not_discriminating":
+            consequence = ("required by this suite: FAILED" if discrimination.get("verdict") == "FAILED"
+                           else "reported only: this suite does not require discrimination")
+            print(f"NOT DISCRIMINATING  {name}: a job without the hardening passes every hardened target "
+                  f"({consequence})")
+        elif status == "inconclusive":
+            print(f"INCONCLUSIVE        {name}: {discrimination.get('message')}")
 
 
 def check(run_dir: Path) -> int:
@@ -407,6 +429,11 @@ def _parser() -> argparse.ArgumentParser:
                                     "no archives), tiered (the JDK's JIT, no archives); default archives,c1")
     startup_bench.add_argument("--json", action="store_true")
     startup_bench.add_argument("--out", type=Path)
+    crashes_bench = bench_commands.add_parser(
+        "crashes", help="what stored runs' lifecycle-triggered faults hit (kills before the first commit, in a "
+                        "batch) and how each arm came out (docs/benchmarks.md)")
+    crashes_bench.add_argument("run_dirs", type=Path, nargs="+")
+    crashes_bench.add_argument("--json", action="store_true")
     suite_bench = bench_commands.add_parser("suite", help="where a stored suite run's wall time went (from its files)")
     suite_bench.add_argument("run_dir", type=Path)
     suite_bench.add_argument("--json", action="store_true")
@@ -492,6 +519,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         return errors.PASSED
     if args.command == "bench" and args.bench_command == "startup":
         return bench_startup(args.rounds, args.variants, args.json, args.out)
+    if args.command == "bench" and args.bench_command == "crashes":
+        from .crash_tally import print_tally, tally
+
+        missing = [str(d) for d in args.run_dirs if not (d / "run.json").is_file()]
+        if missing:
+            raise errors.ChaosError(f"{missing[0]} is not a run directory (no run.json); give reports/runs/<run>",
+                                    errors.USAGE)
+        result = tally(args.run_dirs)
+        print(json.dumps(result)) if args.json else print_tally(result)
+        return errors.PASSED
     if args.command == "bench":
         from .bench import VARIANTS
 

@@ -13,6 +13,7 @@ mark the window).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -105,6 +106,17 @@ class BaseFault:
 
     def heal(self) -> None:
         raise NotImplementedError
+
+    # -- lifecycle triggers (chaos/triggers.py): the runner calls fire() when the event happens, releases the held
+    # request (dropped if `kills_sender`: its process is dead), then calls after_fire().
+    firings = 1  # how many events this fault fires on
+    kills_sender = False
+
+    def fire(self) -> None:
+        self.run_inject()
+
+    def after_fire(self) -> None:
+        """What must wait until the held request is released (a killed driver is restarted only then)."""
 
 
 # -- network ---------------------------------------------------------------------------------------------------
@@ -222,6 +234,29 @@ class Kill(ProcessFault):
 
     SERVERS = {"broker": "kafka", "minio": "minio"}
 
+    @property
+    def firings(self) -> int:
+        return self.fault.params["count"]
+
+    @property
+    def kills_sender(self) -> bool:
+        return self.fault.target in ("job-driver", "executor")
+
+    def fire(self) -> None:
+        """One kill at a lifecycle event; the restart waits for after_fire (the held request is released first)."""
+        if not self.injected:
+            self._record("injecting")
+            self.injected = True
+            self._between = threading.Event()
+            self._thread = threading.Thread(target=lambda: None, name="kill", daemon=True)
+            self._thread.start()
+            self._record("injected")
+        self._signal(self.fault.params["signal"])
+        self.ctx.history.job("exited", self.fault.target, cause=f"signal {self.fault.params['signal']}")
+
+    def after_fire(self) -> None:
+        self._restart_if_down(just_killed=True)
+
     def inject(self) -> None:
         count = self.fault.params["count"]
         interval = self.fault.params.get("interval") or self.fault.duration / count
@@ -324,6 +359,30 @@ class CorruptCheckpoint(BaseFault):
     damage, so the fault does not depend on how many batches the job happened to run before it."""
 
     WAIT_S = 90.0
+    kills_sender = True  # on a trigger the job is killed at the event (a crash), not stopped
+
+    def fire(self) -> None:
+        self._record("injecting")
+        self.injected = True
+        self.ctx.arm.job.signal(signal.SIGKILL)
+        self.ctx.arm.job.wait(30)
+        self.ctx.history.job("exited", "job-driver", cause="killed at a lifecycle event to corrupt its checkpoint")
+
+    def after_fire(self) -> None:
+        from . import checkpoint_tools
+
+        arm, history, p = self.ctx.arm, self.ctx.history, self.fault.params
+        try:
+            damaged = checkpoint_tools.corrupt(self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket,
+                                               arm.checkpoint_prefix, kind=p["kind"], version=p["version"],
+                                               method=p["method"], seed=self.ctx.seed)
+        except checkpoint_tools.NothingToCorrupt as nothing:
+            raise FaultError(f"checkpoint.corrupt {p['kind']}: {nothing}") from None
+        finally:
+            new = arm.start_job()
+        self.ctx.say(f"corrupted {damaged['file']} ({damaged['method']})")
+        history.job("restarted", "job-driver", pid=new.pid, corrupted=damaged)
+        self._record("injected")
 
     def inject(self) -> None:
         from . import checkpoint_tools
@@ -358,6 +417,41 @@ class CorruptCheckpoint(BaseFault):
             self.ctx.history.job("restarted", "job-driver", pid=new.pid)
 
 
+# -- S3, at the HTTP level (infra/s3proxy.py) --------------------------------------------------------------------
+def glob_regex(glob: str) -> str:
+    """A spec's key glob (* any run of characters, ? one) as an RE2-compatible regex body."""
+    return "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob)
+
+
+class S3Rule(BaseFault):
+    """One s3proxy rule for the fault's window, on this arm's deployment only (other arms and the harness's direct
+    reads are never touched)."""
+
+    def _rule(self) -> dict:
+        p, kind = self.fault.params, self.fault.fault
+        key = "^" + re.escape(self.ctx.arm.state.deployment + "/") + glob_regex(p["keys"]) + "$"
+        if kind == "s3.slow_put":
+            return {"ops": list(p["ops"]), "key": key, "action": "delay", "delay_ms": round(p["delay"] * 1000),
+                    "jitter_ms": round(p["jitter"] * 1000)}
+        if kind == "s3.error":
+            return {"ops": list(p["ops"]), "key": key, "action": "error", "status": p["status"],
+                    "code": {503: "SlowDown", 500: "InternalError"}[p["status"]], "probability": p["probability"]}
+        if kind == "s3.drop_response":
+            return {"ops": list(p["ops"]), "key": key, "action": "drop_response", "probability": p["probability"]}
+        if kind == "s3.list_latency":
+            return {"ops": ["LIST"], "key": key, "action": "delay", "delay_ms": round(p["delay"] * 1000),
+                    "jitter_ms": round(p["jitter"] * 1000)}
+        raise AssertionError(kind)
+
+    def inject(self) -> None:
+        self.rule_id = self.ctx.stack.s3proxy.add_rule(**self._rule())
+
+    def heal(self) -> None:
+        rule_id = getattr(self, "rule_id", None)
+        if rule_id is not None:
+            self.ctx.stack.s3proxy.remove_rule(rule_id)
+
+
 # -- data ------------------------------------------------------------------------------------------------------
 class WorkloadWindow(BaseFault):
     """The runner plans the workload with this window's shape (chaos.run.segments); here only the marks."""
@@ -379,6 +473,7 @@ IMPLEMENTATIONS: dict[str, type[BaseFault]] = {
     "checkpoint.corrupt": CorruptCheckpoint,
     "data.hot_key": WorkloadWindow,
     "data.key_rotation": WorkloadWindow,
+    **{name: S3Rule for name in ("s3.slow_put", "s3.error", "s3.drop_response", "s3.list_latency")},
 }
 
 assert set(IMPLEMENTATIONS) == set(FAULTS), "every catalogued fault needs an implementation and vice versa"

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, Mapping
 
-ParamKind = Literal["duration", "int", "number", "choice"]
+ParamKind = Literal["duration", "int", "number", "choice", "glob"]
 
 NETWORK_TARGETS = ("kafka", "s3", "spark-driver")
 PROCESS_TARGETS = ("job-driver", "executor", "broker", "minio")
+S3_OPS = ("PUT", "COPY", "GET", "HEAD", "DELETE", "LIST", "POST")
 DIRECTIONS = ("upstream", "downstream", "both")
 
 
@@ -42,6 +43,9 @@ class Param:
         if self.kind == "duration":
             low = "" if self.minimum is None else f" >= {self.minimum:g}s"
             return f"a duration like 500ms, 30s, 2m{low}"
+        if self.kind == "glob":
+            return ("a key pattern relative to the arm's deployment, with * and ?, e.g. checkpoint/state/*, "
+                    "checkpoint/commits/*, output/* (letters, digits, _ . / - * ?; at most 200)")
         bounds = []
         if self.minimum is not None:
             bounds.append(f">= {self.minimum:g}")
@@ -122,12 +126,16 @@ _CATALOG = (
                              choices=("simultaneous", "staggered")),
                   stagger=Param("duration", "delay of the second start (staggered only)", minimum=0.001),
               )),
-    FaultType("checkpoint.corrupt", "a state file of the checkpoint is damaged while the job is stopped; the job "
-              "then restarts on it", ("checkpoint",), _params(
-                  kind=Param("choice", "which file", required=True, choices=("sst", "zip", "changelog")),
-                  version=Param("int", "state version to damage", default="newest", minimum=1, words=("newest",)),
-                  method=Param("choice", "how; a list damages one file per method (other partitions first)",
-                               required=True, choices=("bit_flip", "truncate", "footer", "zero_fill"), many=True),
+    FaultType("checkpoint.corrupt", "a checkpoint file is damaged while the job is down (stopped, or killed at a "
+              "lifecycle event with `on`); the job then restarts on it", ("checkpoint",), _params(
+                  kind=Param("choice", "which kind of file (any: drawn with the seed among those present)",
+                             required=True, choices=("sst", "zip", "changelog", "metadata", "sources", "offsets",
+                                                     "commits", "state_metadata", "any")),
+                  version=Param("int", "state version (sst, zip, changelog) or batch id (offsets, commits) to "
+                                "damage", default="newest", minimum=0, words=("newest",)),
+                  method=Param("choice", "how; a list damages one file per method (other partitions or older "
+                               "entries first)", required=True, choices=("bit_flip", "truncate", "footer",
+                                                                         "zero_fill"), many=True),
               )),
     FaultType("data.hot_key", "one key takes `share` of all events and never pauses", ("workload",), _params(
         share=Param("number", "fraction of events on the hot key", default=0.5, minimum=0.01, maximum=0.99),
@@ -139,4 +147,32 @@ _CATALOG = (
               )),
 )
 
-FAULTS: Mapping[str, FaultType] = MappingProxyType({fault.name: fault for fault in _CATALOG})
+# HTTP-level S3 faults (infra/s3proxy.py): they act on the arm's own deployment only, by operation and key.
+_S3_KEYS = Param("glob", "which keys, relative to the arm's deployment", default="*")
+_S3_WRITES = Param("choice", "which writes (COPY: the rename that finishes an upload)", default=("PUT", "COPY"),
+                   choices=("PUT", "COPY"), many=True)
+_S3_PROBABILITY = Param("number", "fraction of matching requests affected", default=1.0, minimum=0.0, maximum=1.0)
+_S3_DELAY = Param("duration", "added delay per request", required=True, minimum=0.001)
+_S3_JITTER = Param("duration", "random +/- variation of the delay", default=0.0, minimum=0.0)
+
+_S3_CATALOG = (
+    FaultType("s3.slow_put", "writes (PUT, and the COPY that renames an upload) are delayed; reads are not", ("s3",),
+              _params(delay=_S3_DELAY, jitter=_S3_JITTER, keys=_S3_KEYS, ops=_S3_WRITES)),
+    FaultType("s3.error", "matching requests are answered with an S3 error (503 SlowDown or 500 InternalError) "
+              "instead of reaching MinIO", ("s3",), _params(
+                  status=Param("choice", "503: SlowDown; 500: InternalError", default=503, choices=(503, 500)),
+                  keys=_S3_KEYS,
+                  ops=Param("choice", "which operations", default=("PUT", "COPY"), choices=S3_OPS, many=True),
+                  probability=_S3_PROBABILITY,
+              )),
+    FaultType("s3.drop_response", "writes are stored by MinIO, but their answer never reaches the client", ("s3",),
+              _params(keys=_S3_KEYS, ops=_S3_WRITES, probability=_S3_PROBABILITY)),
+    FaultType("s3.list_latency", "LIST requests are delayed", ("s3",),
+              _params(delay=_S3_DELAY, jitter=_S3_JITTER, keys=_S3_KEYS)),
+)
+
+FAULTS: Mapping[str, FaultType] = MappingProxyType({fault.name: fault for fault in (*_CATALOG, *_S3_CATALOG)})
+# Faults that may fire on a lifecycle event (`on:`, chaos/triggers.py); those that heal may also take `for`.
+TRIGGERABLE = ("network.down", "network.latency", "network.timeout", "network.reset_peer", "process.kill",
+               "process.pause", "checkpoint.corrupt", *(f.name for f in _S3_CATALOG))
+INSTANT = ("process.kill", "checkpoint.corrupt")  # act at once: `for` means nothing to them

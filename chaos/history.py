@@ -9,6 +9,9 @@ checkers are pure functions over these records, so any stored run can be re-judg
     job     event (started | exited | restarted | refused), process, and e.g. code for exited
     log     a matched log signature: signature (the spec's pattern), source (file), line, text, count (lines of that
             source matched so far: the first matches are recorded one by one, later ones as tallies)
+    trigger a lifecycle trigger fired (chaos/triggers.py): fault (its index in the spec), name, target, firing (1-based)
+            of firings, the event and what was drawn, the S3 key and batch it landed on, how the held request was
+            released, and where the checkpoint stood (last_commit, in_flight)
     error   the environment failed (a toxiproxy call, a broker that did not start): never a job failure
 """
 
@@ -30,7 +33,7 @@ JOB_EVENTS = ("started", "exited", "restarted", "refused")
 SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "state_rows", "state_bytes",
                   "checkpoint_bytes", "batch_id")
 SAMPLE_FIELDS = (*SAMPLE_METRICS, "alive")
-RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "error")
+RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "error")
 
 Record = Mapping[str, object]
 
@@ -85,6 +88,10 @@ class HistoryWriter:
         if count is not None:
             fields["count"] = count
         return self._append("log", fields)
+
+    def trigger(self, fault: int, name: str, target: str, firing: int, of: int, **fields: object) -> dict[str, object]:
+        return self._append("trigger", {"fault": fault, "name": name, "target": target, "firing": firing, "of": of,
+                                        **fields})
 
     def error(self, message: str, **fields: object) -> dict[str, object]:
         return self._append("error", {"message": message, **fields})

@@ -130,7 +130,9 @@ class JobArm:
         return self.second
 
     def stop_job(self, timeout: float = 60.0) -> int | None:
-        """Graceful stop: SIGTERM to the Python driver only, so the running batch completes."""
+        """Graceful stop: SIGTERM to the Python driver only, which stops its query (Spark cancels a batch that is
+        running: its offsets entry stays uncommitted, and the next start runs it again) and records its last
+        commit."""
         if self.job is None:
             return None
         self.job.signal_leader(15)

@@ -33,6 +33,8 @@ from .checkers import healthy_sample
 from .faults import FaultContext, build
 from .history import HistoryWriter
 from .jobrun import DRAIN_KEY, ArmConfig, JobArm
+from .lifecycle import LifecycleWatch
+from .triggers import EVENTS, LAUNCH_EVENTS, draw
 from .outputs import read_progress
 from .probes import LogScanner, Sampler
 from .spec import ExperimentSpec, Recovery
@@ -134,6 +136,10 @@ PROGRESS_EVERY_S = 15.0
 ARM_OVERHEAD_S = 35.0  # job start and warm-up (~21-27 s with class-data archives), drain, stop, outputs
 
 
+# The recover phase ends early only after this long, however soon recovery shows: the workload keeps running past
+# the last fault, so exactly-once and progress are judged on batches that came after it, not on a phase of 1 s.
+MIN_RECOVER_S = 10.0
+
 # An arm with no recovery target of its own still ends its recover phase once it is visibly healthy again.
 DEFAULT_RECOVERY = Recovery(within=0.0, healthy_samples=3, lag_below=2500)
 
@@ -182,6 +188,12 @@ class ArmRun:
         chosen = spec.arm(profile).faults
         self.fault_indices = list(range(len(spec.faults))) if chosen is None else list(chosen)
         self.phases = spec.phases_of(profile)  # with a subset of the faults, the inject phase covers only those
+        settings = spec.apply_settings(profile, FACTORIES[profile]("t", "d", "p"))
+        # Events this arm's job can make: no lease renewals without a lease, no manifests without verification.
+        self.events_possible = {name for name, event in EVENTS.items()
+                                if not event.hardened_only
+                                or (settings.lease if name == "lease_renewed" else settings.verify_state)}
+        self.watch = LifecycleWatch(stack.s3proxy, self.arm.state.deployment, checkpoint_lister=self._checkpoint_keys)
 
     def _job_started(self, process) -> None:
         self.logs.watch(process.log_path)
@@ -189,6 +201,12 @@ class ArmRun:
         if name == "job-driver":
             self.history.job("started", name, pid=process.pid,
                              log=str(process.log_path.relative_to(self.stack.run_dir)))
+            self.watch.job_started()
+
+    def _checkpoint_keys(self) -> list[str]:
+        prefix = self.arm.checkpoint_prefix + "/"
+        return [obj.object_name[len(prefix):] for obj in self.stack.s3_client(direct=True).list_objects(
+            self.stack.info.bucket, prefix=prefix, recursive=True)]
 
     def _processes(self) -> dict:
         alive = {"job-driver": self.arm.job is not None and self.arm.job.alive()}
@@ -205,7 +223,7 @@ class ArmRun:
         try:
             self.arm.create_topic()
             self.arm.start_job()
-            if not self._warm_up():
+            if self.spec.warm_up and not self._warm_up():
                 return
             start_ms = int(time.time() * 1000) + 500
             events = planned_events(segments(self.spec, jitters, self.fault_indices, self.phases.total), start_ms)
@@ -309,7 +327,9 @@ class ArmRun:
         for index, fault in faults:
             planned = self.spec.faults[index]
             start = phases.steady + planned.at + jitters[index]
-            thread = threading.Thread(target=self._run_fault, args=(fault, t0 + start, t0 + start + planned.duration),
+            run = self._run_triggered if planned.on is not None else self._run_fault
+            thread = threading.Thread(target=run, args=(fault, t0 + start, t0 + start + planned.duration),
+                                      kwargs={"index": index} if planned.on is not None else {},
                                       name=f"fault-{index}", daemon=True)
             self._fault_threads.append((fault, thread))
             thread.start()
@@ -371,7 +391,8 @@ class ArmRun:
                 self.ended_early = True
                 self.say("control reproduced its incident: the arm stops here")
                 return "reproduced"
-            if self._phase[0] == "recover" and self._recovered():
+            in_recover = now - self._t0 - self._phase[1] if self._phase[0] == "recover" else None
+            if in_recover is not None and in_recover >= MIN_RECOVER_S and self._recovered():
                 self.say(f"recovered: the recover phase ends {deadline - now:.0f} s before its bound")
                 return "recovered"
         return None
@@ -427,6 +448,55 @@ class ArmRun:
             self.say(f"environment error: {exc}")
         except Exception as exc:  # a harness bug must not pass for a job failure either
             self.history.error(f"{fault.fault.fault} on {fault.fault.target}: {type(exc).__name__}: {exc}")
+
+    def _run_triggered(self, fault, window_start: float, window_end: float, index: int) -> None:
+        """A fault with `on:` (chaos/triggers.py): armed at its start, it fires on the job's events within its window
+        (`firings` times), the held request released after each; then it heals (at once for a kill: whatever is
+        still down is restarted; else `for` after the last firing, or at the window's end)."""
+        trigger, what = self.spec.faults[index].on, f"{fault.fault.fault} on {fault.fault.target}"
+        rng = random.Random(f"{self.spec.seed}:{index}")  # the same draws for every arm and every rerun of a seed
+        events = tuple(e for e in trigger.events if e in self.events_possible)
+        fired_at = None
+        try:
+            if self._sleep_until(window_start, fault.stop):
+                return
+            if not events:
+                self.history.error(f"{what}: none of the trigger's events ({', '.join(trigger.events)}) can happen "
+                                   f"in the {self.profile} arm")
+                return
+            for firing in range(1, fault.firings + 1):
+                # A launch event (job_started, first_batch) only while the latest driver has not begun its first
+                # batch: otherwise it would wait for a restart that nothing else brings.
+                launching = self.watch.launch_pending()
+                possible = tuple(e for e in events if launching or e not in LAUNCH_EVENTS) or events
+                chosen = draw(dataclasses.replace(trigger, events=possible), rng)
+                occurrence = self.watch.wait(trigger, chosen, window_end, fault.stop)
+                if occurrence is None:
+                    if not fault.stop.is_set():
+                        self.history.error(f"{what}: trigger {chosen.event} (firing {firing} of {fault.firings}) did "
+                                           f"not happen within the fault's window")
+                    break
+                position = self.watch.position()
+                try:
+                    fault.fire()
+                finally:
+                    self.watch.release(occurrence, "drop" if fault.kills_sender else "forward")
+                fired_at = time.monotonic()
+                self.history.trigger(index, fault.fault.fault, fault.fault.target, firing, fault.firings,
+                                     released=occurrence.released, **occurrence.to_dict(), **position)
+                self.say(f"trigger {occurrence.event}"
+                         f"{'' if occurrence.batch is None else f' (batch {occurrence.batch})'}: {what} fired "
+                         f"({firing} of {fault.firings})")
+                fault.after_fire()
+            if fault.fault.fault not in ("process.kill", "checkpoint.corrupt") and fired_at is not None:
+                end = window_end if trigger.hold_for is None else min(window_end, fired_at + trigger.hold_for)
+                self._sleep_until(end, fault.stop)
+            fault.run_heal()
+        except InfraError as exc:
+            self.history.error(f"{what}: {exc}")
+            self.say(f"environment error: {exc}")
+        except Exception as exc:  # a harness bug must not pass for a job failure either
+            self.history.error(f"{what}: {type(exc).__name__}: {exc}")
 
     @staticmethod
     def _sleep_until(deadline: float, stop: threading.Event | None = None) -> bool:

@@ -25,9 +25,11 @@ import yaml
 
 from job.settings import STATE_IMPLS, Settings
 
+from . import triggers
 from .errors import SpecError
-from .faults_catalog import FAULTS, Param
+from .faults_catalog import FAULTS, INSTANT, TRIGGERABLE, Param
 from .history import PHASES, SAMPLE_METRICS
+from .triggers import Trigger
 
 SHAPES = ("uniform", "zipf", "hot_key", "rotating")
 ARM_PROFILES = ("hardened", "naive")
@@ -37,6 +39,7 @@ TRENDS = ("plateau", "growth")
 DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 MAX_PAYLOAD_BYTES = 4096
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_GLOB = re.compile(r"^[A-Za-z0-9_./*?-]{1,200}$")
 _INCIDENT_FILE = re.compile(r"^\d{3}-[A-Za-z0-9._-]+\.txt$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 _DURATION_HELP = "a duration like 500ms, 30s, 2m, 1h or a number of seconds"
@@ -106,6 +109,8 @@ class Fault:
     duration: float
     start_jitter: float  # the realised start is at + U(0, start_jitter), drawn from the seed
     params: Mapping[str, object]  # every catalog param, defaults filled in, durations in seconds
+    # Fires on a lifecycle event within its window instead of at its start (chaos/triggers.py); None: at a time.
+    on: Trigger | None = None
 
     @property
     def latest_end(self) -> float:
@@ -194,6 +199,15 @@ class ExperimentSpec:
     faults: tuple[Fault, ...]
     probes: tuple[Probe, ...]
     arms: tuple[Arm, ...]
+    # False: the arm's phases (and faults) start as the job is launched, so a fault can land on its start-up and
+    # first batches; True: a warm-up batch first, so start-up is not counted as a fault's effect.
+    warm_up: bool = True
+    # Why a job without the hardening cannot fail this experiment's hardened targets (None: it must): a waiver of
+    # the discrimination check (chaos/checkers.py `discriminate`), shown in its place.
+    cannot_discriminate: str | None = None
+    # Set by a suite with `require_discrimination: true` (never by the experiment's YAML): a control that passes
+    # every hardened target then fails the experiment. Kept in spec.json, so `chaos check` judges as `chaos run` did.
+    require_discrimination: bool = False
 
     def arm(self, profile: str) -> Arm:
         for arm in self.arms:
@@ -259,6 +273,8 @@ class Suite:
     scale: float
     entries: tuple[SuiteEntry, ...]
     repeat: int = 1  # pre-release runs the same experiments several times; differing verdicts are flaky
+    # Every experiment with a control must discriminate (or state why it cannot): copied into each entry's spec.
+    require_discrimination: bool = False
 
 
 def _known(d: object, cls: type, optional: tuple[str, ...] = ()) -> Mapping:
@@ -308,8 +324,8 @@ def _arm_from_plain(d: Mapping) -> Arm:
 
 
 def _spec_from_plain(d: Mapping) -> ExperimentSpec:
-    d = _known(d, ExperimentSpec)
-    faults = [_known(f, Fault) for f in d["faults"]]
+    d = _known(d, ExperimentSpec, optional=("warm_up", "cannot_discriminate", "require_discrimination"))
+    faults = [_known(f, Fault, optional=("on",)) for f in d["faults"]]
     return ExperimentSpec(
         source=d["source"], scale=d["scale"], name=d["name"], description=d["description"],
         incident=Incident(**_known(d["incident"], Incident)),
@@ -318,10 +334,14 @@ def _spec_from_plain(d: Mapping) -> ExperimentSpec:
         job=Job(**_known(d["job"], Job)),
         phases=Phases(**_known(d["phases"], Phases)),
         faults=tuple(Fault(fault=f["fault"], target=f["target"], at=f["at"], duration=f["duration"],
-                           start_jitter=f["start_jitter"], params=MappingProxyType(dict(f["params"])))
+                           start_jitter=f["start_jitter"], params=MappingProxyType(dict(f["params"])),
+                           on=triggers.from_plain(f.get("on")))
                      for f in faults),
         probes=tuple(_probe_from_plain(p) for p in d["probes"]),
         arms=tuple(_arm_from_plain(a) for a in d["arms"]),
+        warm_up=d.get("warm_up", True),
+        cannot_discriminate=d.get("cannot_discriminate"),
+        require_discrimination=d.get("require_discrimination", False),
     )
 
 
@@ -505,7 +525,8 @@ def _seconds(value: float) -> str:
 
 # -- sections ------------------------------------------------------------------------------------------------
 
-_TOP = ("name", "description", "incident", "seed", "workload", "job", "phases", "faults", "probes", "arms")
+_TOP = ("name", "description", "incident", "seed", "workload", "job", "phases", "faults", "probes", "arms", "warm_up",
+        "cannot_discriminate")
 _TOP_REQUIRED = ("name", "description", "incident", "seed", "workload", "phases", "faults", "arms")
 _SHAPE_PARAMS = {"zipf": ("zipf_s",), "hot_key": ("hot_key_share",),
                  "rotating": ("rotation_live_actors", "rotation_gap")}
@@ -525,7 +546,7 @@ _SETTINGS: Mapping[str, Callable[[object, Path_], object]] = {
     "failure_budget": lambda v, p: _int(v, p, minimum=0),
     "spark_snapshot_repair": _bool,
 }
-_FAULT = ("fault", "target", "at", "duration", "start_jitter", "params")
+_FAULT = ("fault", "target", "at", "duration", "start_jitter", "params", "on")
 _PROBE = ("metric", "min", "max", "phases", "tolerance")
 _PROBE_METRICS = tuple(m for m in SAMPLE_METRICS if m != "batch_id")
 _TARGETS = ("progress", "recovery", "max_lag", "lost", "duplicated", "state", "logs", "lineage", "refused_within")
@@ -618,6 +639,10 @@ def _param(value: object, path: Path_, param: Param, scale: float) -> object:
         if isinstance(value, (list, dict)) or value not in param.choices or isinstance(value, bool):
             raise _Invalid(path, f"{_show(value)} is not valid", param.allowed())
         return value
+    if param.kind == "glob":
+        if not isinstance(value, str) or not _GLOB.match(value):
+            raise _Invalid(path, f"{_show(value)} is not valid", param.allowed())
+        return value
     if value in param.words:
         return value
     check = _is_int if param.kind == "int" else _is_number
@@ -629,6 +654,8 @@ def _param(value: object, path: Path_, param: Param, scale: float) -> object:
 
 
 def _fault(raw: object, path: Path_, inject: float, scale: float) -> Fault:
+    if isinstance(raw, dict) and True in raw and "on" not in raw:
+        raw = {("on" if key is True else key): value for key, value in raw.items()}  # YAML 1.1 reads `on:` as true
     section = _mapping(raw, path, _FAULT, required=("fault",))
     name = section["fault"]
     if not isinstance(name, str) or name not in FAULTS:  # a list or mapping here is not hashable
@@ -652,8 +679,8 @@ def _fault(raw: object, path: Path_, inject: float, scale: float) -> Fault:
             params[pname] = _param(raw_params[pname], ppath, param, scale)
         elif param.required:
             raise _Invalid(ppath, "missing", param.allowed())
-        else:
-            params[pname] = param.default
+        else:  # a list, as a spec would write it (and spec.json gives back)
+            params[pname] = list(param.default) if isinstance(param.default, tuple) else param.default
 
     at = _duration(section.get("at", 0), path + ("at",), scale)
     jitter = _duration(section.get("start_jitter", 0), path + ("start_jitter",), scale)
@@ -668,8 +695,24 @@ def _fault(raw: object, path: Path_, inject: float, scale: float) -> Fault:
         raise _Invalid(path + ("duration",), f"at {_seconds(at)} + start_jitter {_seconds(jitter)} + duration "
                        f"{_seconds(duration)} ends after the inject phase ({_seconds(inject)}, scale {scale:g})",
                        "at + start_jitter + duration <= phases.inject")
+    on = None
+    if "on" in section:
+        if name not in TRIGGERABLE:
+            raise _Invalid(path + ("on",), f"{name} cannot fire on a lifecycle event", ", ".join(TRIGGERABLE))
+        on = triggers.parse(section["on"], path + ("on",), lambda v: _duration(v, path + ("on",)), scale,
+                            lambda where, what, allowed: _Invalid(where, what, allowed))
+        if on.hold_for is not None and name in INSTANT:
+            raise _Invalid(path + ("on", "for"), f"{name} acts at once: it has no length", "no for")
+        if on.hold_for is not None and on.hold_for > duration + _EPSILON:
+            raise _Invalid(path + ("on", "for"), f"{_seconds(on.hold_for)} is longer than the fault's window "
+                           f"({_seconds(duration)})", "for <= duration")
+        if name == "process.kill" and params.get("interval") is not None:
+            raise _Invalid(path + ("params", "interval"), "a triggered kill fires on its events, not at intervals",
+                           "no interval with on")
+        if name == "checkpoint.corrupt" and target != "checkpoint":
+            raise _Invalid(path + ("target",), "not valid", "checkpoint")
     fault = Fault(fault=name, target=target, at=at, duration=duration, start_jitter=jitter,
-                  params=MappingProxyType(params))
+                  params=MappingProxyType(params), on=on)
     _fault_rules(fault, path)
     return fault
 
@@ -691,6 +734,10 @@ def _fault_rules(fault: Fault, path: Path_) -> None:
                            f"{_seconds(span)}, not within the fault's duration {_seconds(fault.duration)}",
                            "(count - 1) * interval < duration")
     elif fault.fault == "checkpoint.corrupt":
+        if p["version"] != "newest" and p["kind"] in ("metadata", "sources", "state_metadata"):
+            raise _Invalid(ppath + ("version",), f"{p['version']}: a {p['kind']} file has no version", "newest")
+        if p["version"] != "newest" and p["kind"] in ("sst", "zip", "changelog") and p["version"] < 1:
+            raise _Invalid(ppath + ("version",), f"{p['version']} is not a state version", "an integer >= 1 or newest")
         many = not isinstance(p["method"], str) and len(p["method"]) > 1
         if many and p["kind"] != "sst" and p["version"] != "newest":
             # checkpoint_tools.choose takes further files from other partitions' newest versions only
@@ -907,6 +954,9 @@ def _experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
         workload=_workload(top["workload"]),
         job=_job(top.get("job")),
         phases=phases, faults=faults, probes=probes, arms=arms,
+        warm_up=_bool(top.get("warm_up", True), ("warm_up",)),
+        cannot_discriminate=(_text(top["cannot_discriminate"], ("cannot_discriminate",))
+                             if "cannot_discriminate" in top else None),
     )
 
 
@@ -989,7 +1039,7 @@ def _from_overrides(overrides: object, path: Path_) -> bool:
     return True
 
 
-_SUITE = ("name", "description", "scale", "repeat", "experiments")
+_SUITE = ("name", "description", "scale", "repeat", "require_discrimination", "experiments")
 
 
 def _only_arms(merged: dict, raw: object, path: Path, epath: Path_) -> dict:
@@ -1026,6 +1076,9 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
     repeat = top.get("repeat", 1)
     if not _is_int(repeat) or not 1 <= repeat <= 20:
         raise SpecError(f"{path}: repeat: {_show(repeat)} is not valid; allowed: an integer >= 1 and <= 20")
+    require = top.get("require_discrimination", False)
+    if not isinstance(require, bool):
+        raise SpecError(f"{path}: require_discrimination: {_show(require)} is not valid; allowed: true | false")
 
     entries: list[SuiteEntry] = []
     names: dict[str, int] = {}
@@ -1056,6 +1109,8 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
             raise SpecError(f"{path}: {_dotted(epath)}: experiment name {spec.name!r} is already used by "
                             f"experiments.{names[spec.name]}; allowed: unique names (override name)")
         names[spec.name] = i
+        if require:
+            spec = dataclasses.replace(spec, require_discrimination=True)
         entries.append(SuiteEntry(spec=spec, overrides=MappingProxyType(overrides), scale=entry_scale))
     return Suite(source=str(path), name=name, description=description, scale=suite_scale, entries=tuple(entries),
-                 repeat=repeat)
+                 repeat=repeat, require_discrimination=require)

@@ -139,8 +139,8 @@ class Plan:
             return (f"no committed state version can be loaded ({damage}); starting over from the input: every "
                     f"batch is replayed from Kafka, earlier output moved aside{restored}")
         if self.restart_version == self.version:
-            return (f"state version {self.version}: set aside {len(self.quarantine)} damaged file(s) ({damage}); "
-                    f"no batch is replayed{restored}")
+            return (f"state version {self.version}: set aside {len(self.quarantine)} file(s) that cannot be trusted "
+                    f"({damage}); no committed batch is replayed{restored}")
         batches = f"{self.drop_batches[0]}..{self.drop_batches[-1]}" if self.drop_batches else "none"
         return (f"state version {self.version} does not verify ({damage}); rolled back to version "
                 f"{self.restart_version}: batches {batches} are replayed from Kafka, their output moved aside"

@@ -91,7 +91,7 @@ def test_a_damaged_snapshot_sst_is_set_aside_and_changelogs_rebuild_the_same_ver
     assert plan.restart_version == plan.version == 8  # changelogs 1..8 exist: no batch is replayed
     assert plan.quarantine == ["state/0/1/5.zip", "state/0/1/SSTs/000008-a.sst"]
     assert plan.drop_batches == [] and plan.drop_state == []
-    assert "no batch is replayed" in plan.describe()
+    assert "no committed batch is replayed" in plan.describe()
 
 
 def test_a_damaged_newest_changelog_rolls_every_partition_back_one_version():

@@ -128,7 +128,8 @@ def _append_fault(fault):
 
 CORPUS = [
     ("unknown field", _set("colour", "red"),
-     "colour: unknown field; allowed: name, description, incident, seed, workload, job, phases, faults, probes, arms"),
+     "colour: unknown field; allowed: name, description, incident, seed, workload, job, phases, faults, probes, arms, "
+     "warm_up, cannot_discriminate"),
     ("missing field", lambda d: d.pop("seed"), "seed: missing; allowed: seed is required here"),
     ("bad duration", _set("phases", "steady", "10 parsecs"),
      "phases.steady: '10 parsecs' is not a duration; allowed: a duration like 500ms, 30s, 2m, 1h or a number of "
@@ -142,7 +143,8 @@ CORPUS = [
     ("unknown fault", _set("faults", 0, "fault", "network.explode"),
      "faults.0.fault: unknown fault 'network.explode'; allowed: network.down, network.latency, network.bandwidth, "
      "network.timeout, network.reset_peer, network.slicer, network.limit_data, network.flap, process.kill, "
-     "process.pause, checkpoint.second_deployment, checkpoint.corrupt, data.hot_key, data.key_rotation"),
+     "process.pause, checkpoint.second_deployment, checkpoint.corrupt, data.hot_key, data.key_rotation, s3.slow_put, s3.error, s3.drop_response, "
+     "s3.list_latency"),
     ("bad fault target", _set("faults", 0, "target", "zookeeper"),
      "faults.0.target: 'zookeeper' is not valid; allowed: kafka | s3 | spark-driver"),
     ("unknown target", _set("arms", "hardened", "targets", "speed", 1),
@@ -244,9 +246,10 @@ RAW_CORPUS = [
     ("not YAML", "name: [unclosed\n", "line 2: not valid YAML (expected ',' or ']', but got '<stream end>'); allowed: "
                                       "a YAML mapping"),
     ("not a mapping", "- a\n- b\n", "(document): must be a mapping, got ['a', 'b']; allowed: a mapping of name, "
-                                    "description, incident, seed, workload, job, phases, faults, probes, arms"),
+                                    "description, incident, seed, workload, job, phases, faults, probes, arms, warm_up, "
+                                    "cannot_discriminate"),
     ("empty file", "", "(document): must be a mapping, got None; allowed: a mapping of name, description, incident, "
-                       "seed, workload, job, phases, faults, probes, arms"),
+                       "seed, workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate"),
 ]
 
 
@@ -279,14 +282,14 @@ def _suite(tmp_path: Path, entries: list, **top) -> Path:
 SUITE_CORPUS = [
     ("an override of an unknown field", [{"path": "exp.yaml", "overrides": {"colour": 1}}],
      "{suite}: experiments.0.overrides.colour: unknown field; allowed: name, description, incident, seed, "
-     "workload, job, phases, faults, probes, arms"),
+     "workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate"),
     ("an invalid override value", [{"path": "exp.yaml", "overrides": {"workload": {"rate": -1}}}],
      "{suite}: experiments.0.overrides.workload.rate: -1 is not valid; allowed: a number > 0"),
     ("an override that replaces a list", [{"path": "exp.yaml", "overrides": {"faults": [{"fault": "nope"}]}}],
      "{suite}: experiments.0.overrides.faults.0.fault: unknown fault 'nope'; allowed: network.down, "
      "network.latency, network.bandwidth, network.timeout, network.reset_peer, network.slicer, network.limit_data, "
      "network.flap, process.kill, process.pause, checkpoint.second_deployment, checkpoint.corrupt, data.hot_key, "
-     "data.key_rotation"),
+     "data.key_rotation, s3.slow_put, s3.error, s3.drop_response, s3.list_latency"),
     ("an error the override did not cause", [{"path": "exp.yaml", "overrides": {"phases": {"recover": "2s"}}}],
      "{exp}: arms.hardened.targets.recovery.within: 5s is longer than the recover phase (2s after scaling): "
      "recovery could not be observed; allowed: within <= phases.recover (targets are not scaled)"),

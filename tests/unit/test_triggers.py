@@ -1,0 +1,112 @@
+"""Lifecycle triggers (chaos/triggers.py): the `on:` syntax, the seeded draws, and the key patterns s3proxy holds
+requests by, matched against key names the job really writes (recorded from a run through s3proxy)."""
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from chaos.spec import SpecError, load_experiment
+from chaos.triggers import EVENTS, Trigger, draw, key_pattern
+
+from .test_spec import base, write
+
+DEPLOYMENT = "hardened-64bb8d0b"
+# Keys a hardened job wrote in one run (s3proxy's events), relative to its deployment.
+REAL = {
+    "offsets_tmp": "checkpoint/offsets/.25.b64073ec-fb3d-4a5c-b4eb-ef3abc40bece.tmp",
+    "offsets": "checkpoint/offsets/25",
+    "commits": "checkpoint/commits/24",
+    "changelog_tmp": "checkpoint/state/0/2/.5.changelog.f1ff052a-0f57-4dc2-9585-a4f5ea5398a9.TID38.tmp",
+    "changelog": "checkpoint/state/0/1/5.changelog",
+    "zip_tmp": "checkpoint/state/0/0/.25.zip.5dc552d6-cb63-42b7-95ae-a8a603148580.tmp",
+    "zip": "checkpoint/state/0/0/25.zip",
+    "sst": "checkpoint/state/0/2/SSTs/000008-7aac674a-92f9-4e64-9701-b5ccfa55eb55.sst",
+    "schema": "checkpoint/state/0/0/_metadata/schema",
+    "output": "output/batch-000000000031.jsonl",
+    "lease": "checkpoint/_lease",
+    "manifest": "checkpoint/_integrity/manifests/000000000026.json",
+}
+
+
+def matches(event: str, trigger: Trigger | None = None) -> dict[str, int | None]:
+    """Which real keys the event's pattern matches, with the batch each one gives."""
+    trigger = trigger or Trigger((event,))
+    pattern = re.compile(key_pattern(EVENTS[event], DEPLOYMENT, trigger))
+    found = {}
+    for name, key in REAL.items():
+        match = pattern.search(f"{DEPLOYMENT}/{key}")
+        if match:
+            found[name] = EVENTS[event].batch_of(match)
+    return found
+
+
+def test_each_event_holds_exactly_the_requests_it_names():
+    assert matches("first_batch") == {"offsets_tmp": 25}
+    assert matches("offsets_written") == {"offsets": 25}
+    assert matches("commit_written") == {"commits": 24}
+    assert matches("state_put_started") == {"changelog_tmp": 4, "zip_tmp": 24, "sst": None}
+    assert matches("state_put_done") == {"changelog": 4, "zip": 24, "sst": None}
+    assert matches("output_put_started") == matches("output_written") == {"output": 31}
+    assert matches("lease_renewed") == {"lease": None}
+    assert matches("manifest_written") == {"manifest": 25}
+    assert all(not re.search(key_pattern(e, "other-deployment", Trigger((e.name,))), f"{DEPLOYMENT}/{k}")
+               for e in EVENTS.values() if e.ops for k in REAL.values())  # never another arm's requests
+
+
+def test_a_batch_or_a_state_kind_narrows_the_pattern():
+    assert matches("commit_written", Trigger(("commit_written",), batch=24)) == {"commits": 24}
+    assert matches("commit_written", Trigger(("commit_written",), batch=3)) == {}
+    assert matches("state_put_done", Trigger(("state_put_done",), batch=4)) == {"changelog": 4}
+    assert matches("state_put_started", Trigger(("state_put_started",), state_kind="zip")) == {"zip_tmp": 24}
+    assert matches("state_put_started", Trigger(("state_put_started",), state_kind="sst")) == {"sst": None}
+
+
+def test_draws_are_seeded_so_a_seed_replays_the_same_moments():
+    trigger = Trigger(("job_started", "commit_written", "state_put_started"), skip=(0, 3), after=(2.0, 14.0))
+    first = [draw(trigger, random.Random("15:1")).to_dict() for _ in range(1)]
+    sequence = [draw(trigger, rng).to_dict() for rng in [random.Random("15:1")] for _ in range(8)]
+    again = [draw(trigger, rng).to_dict() for rng in [random.Random("15:1")] for _ in range(8)]
+    assert sequence == again and sequence[0] == first[0]
+    assert {d["event"] for d in sequence} <= set(trigger.events)
+    assert all(0 <= d["skip"] <= 3 for d in sequence)
+    assert all((2.0 <= d["after"] <= 14.0) if d["event"] == "job_started" else d["after"] == 0 for d in sequence)
+
+
+def _with_on(tmp_path, on: object, fault: dict | None = None):
+    doc = base()
+    doc["faults"] = [{**(fault or {"fault": "process.kill", "target": "job-driver", "params": {"count": 2}}),
+                      "on": on}]
+    return load_experiment(write(tmp_path, doc))
+
+
+def test_a_spec_takes_on_and_keeps_it_through_spec_json(tmp_path):
+    import json
+
+    from chaos.spec import ExperimentSpec
+
+    spec = _with_on(tmp_path, {"event": ["job_started", "commit_written"], "skip": [0, 2], "after": ["1s", "9s"]})
+    assert spec.faults[0].on == Trigger(("job_started", "commit_written"), skip=(0, 2), after=(1.0, 9.0))
+    assert ExperimentSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+
+
+@pytest.mark.parametrize("on, fault, message", [
+    ({"event": "nope"}, None, "faults.0.on.event: unknown event 'nope'"),
+    ({}, None, "faults.0.on.event: missing"),
+    ({"event": "commit_written", "when": 1}, None, "faults.0.on.when: unknown field"),
+    ({"event": ["commit_written", "commit_written"]}, None, "faults.0.on.event: "),
+    ({"event": "lease_renewed", "batch": 2}, None, "faults.0.on.batch: needs one event that belongs to a batch"),
+    ({"event": "commit_written", "batch": -1}, None, "faults.0.on.batch: -1 is not valid"),
+    ({"event": "commit_written", "after": "3s"}, None, "faults.0.on.after: only applies to job_started"),
+    ({"event": "commit_written", "skip": [3, 1]}, None, "faults.0.on.skip: [3, 1]: low is above high"),
+    ({"event": "commit_written", "state_kind": "zip"}, None, "faults.0.on.state_kind: only applies to state_put"),
+    ({"event": "commit_written", "for": "2s"}, None, "faults.0.on.for: process.kill acts at once"),
+    ({"event": "commit_written"}, {"fault": "data.hot_key"}, "faults.0.on: data.hot_key cannot fire on a lifecycle"),
+    ({"event": "commit_written"}, {"fault": "process.kill", "target": "job-driver", "params": {"interval": "2s"}},
+     "faults.0.params.interval: a triggered kill fires on its events, not at intervals"),
+])
+def test_a_bad_trigger_is_one_line_naming_its_field(tmp_path, on, fault, message):
+    with pytest.raises(SpecError) as caught:
+        _with_on(tmp_path, on, fault)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
