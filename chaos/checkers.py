@@ -36,9 +36,17 @@ Checks (one per target the arm's spec sets):
 An arm with `error` records gets an `environment` check (UNKNOWN). A control arm (naive) gets a `control` check:
 expect=incident needs a signature (a matched expected log line, else state growth, else the job's failure line
 from arm.json), expect=survives says why it survived too.
+
+Discrimination (`discriminate`, per experiment): the control's history and outputs are judged again, by the
+hardened arm's targets, with the same checks. A job without the hardening must fail at least one of them, or the
+experiment cannot tell the hardening from its absence. Where the control's data cannot stand for what a check
+judges (another fault schedule, a history that stops before its phases ended, an oracle in other units, log lines
+it never watched), that check is NODATA with the reason, never PASSED; a failure stands when more data could not
+undo it. See docs/experiments.md, "Discrimination".
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -773,6 +781,296 @@ def control_signature(tl: Timeline, targets, summary: Mapping[str, object] | Non
     return None
 
 
+# -- discrimination ----------------------------------------------------------------------------------------------
+SUBJECT, CONTROL = "hardened", "naive"
+DISCRIMINATION_STATUSES = ("discriminating", "not_discriminating", "inconclusive", "waived", "not_run")
+NOT_DISCRIMINATING = "not discriminating: a job without the hardening passes every hardened target"
+_LINE_MESSAGE_CHARS = 160  # each check's message in the one-line summary (the full messages are in `checks`)
+
+
+@dataclass(frozen=True)
+class _ControlData:
+    """What decides whether a check of the control's history can stand for the hardened arm's target."""
+
+    tl: Timeline
+    subject_faults: tuple[int, ...]  # indices into spec.faults each arm runs
+    control_faults: tuple[int, ...]
+    ended: frozenset[str]  # phases whose end the control's history recorded
+    unhealed: tuple[str, ...]  # faults injected and never healed in the control's history
+
+    @property
+    def relation(self) -> str:
+        """same (the hardened arm's schedule), fewer (a subset of it) or other (a fault the hardened arm never ran)."""
+        if self.control_faults == self.subject_faults:
+            return "same"
+        return "fewer" if set(self.control_faults) < set(self.subject_faults) else "other"
+
+    @property
+    def complete(self) -> bool:
+        return all(phase in self.ended for phase in PHASES)
+
+    @property
+    def schedule_done(self) -> bool:
+        """Every fault of the control's schedule ran and healed: its last heal is the schedule's last heal."""
+        return "inject" in self.ended and not self.unhealed
+
+    def schedule(self) -> str:
+        return (f"the control ran faults {_indices(self.control_faults)}, the hardened arm "
+                f"{_indices(self.subject_faults)}")
+
+    def incomplete(self, phases: Iterable[str] = PHASES) -> str:
+        missing = [p for p in phases if p not in self.ended]
+        return (f"the control's history ends (t={self.tl.end:.1f}s) before its {'/'.join(missing)} phase"
+                f"{'s' if len(missing) > 1 else ''} ended: the control stopped once it showed its incident, or the "
+                "run was cut short")
+
+    def not_done(self) -> str:
+        if self.unhealed:
+            return f"in the control's history {', '.join(self.unhealed)} never healed: no last heal to measure from"
+        return self.incomplete(("inject",))
+
+
+def _indices(ids: Sequence[int]) -> str:
+    return ", ".join(map(str, ids)) if ids else "none"
+
+
+def _fault_indices(spec: ExperimentSpec, profile: str) -> tuple[int, ...]:
+    chosen = spec.arm(profile).faults
+    return tuple(range(len(spec.faults))) if chosen is None else tuple(sorted(chosen))
+
+
+def _ended_phases(records: Sequence[Mapping[str, object]]) -> frozenset[str]:
+    started, ended = set(), set()
+    for record in records:
+        if record.get("type") != "phase":
+            continue
+        if record.get("boundary") == "start":
+            started.add(record.get("name"))
+        elif record.get("boundary") == "end" and record.get("name") in started:
+            ended.add(record.get("name"))
+    return frozenset(str(p) for p in ended)
+
+
+def _unhealed(tl: Timeline) -> tuple[str, ...]:
+    last: dict[tuple[str, str], object] = {}
+    for record in tl.faults:
+        last[(str(record.get("name")), str(record.get("target")))] = record.get("state")
+    return tuple(f"{name} on {target}" for (name, target), state in last.items() if state != "healed")
+
+
+def _unjudged(check: Check, why: str) -> Check:
+    """A check whose measurement on the control's data cannot stand for the hardened target: NODATA, with the
+    reason and what was measured."""
+    return Check(check.name, "NODATA", check.expected, check.measured,
+                 f"not judged on the control's data: {why} (measured {check.verdict}: {check.message})")
+
+
+def _settle(check: Check, data: _ControlData, *, pass_unless: str | None = None, fail_unless: str | None = None,
+            schedule_matters: bool = True) -> Check:
+    """The control's verdict of one check, kept only where its data stands for the target: a PASS needs the
+    hardened arm's schedule (and `pass_unless` None: what it judges was observed to the end), a FAILED/HANG needs
+    `fail_unless` None (more data could not undo it) and no fault the hardened arm never ran; failing on fewer
+    faults stands (a job without the hardening failed on less) and says so."""
+    if check.verdict not in ("PASSED", "FAILED", "HANG"):
+        return check
+    if schedule_matters and data.relation == "other":
+        return _unjudged(check, f"{data.schedule()}: one the hardened arm never faced")
+    if check.verdict == "PASSED":
+        if schedule_matters and data.relation == "fewer":
+            return _unjudged(check, f"{data.schedule()}: passing fewer faults proves nothing")
+        return check if pass_unless is None else _unjudged(check, pass_unless)
+    if fail_unless is not None:
+        return _unjudged(check, fail_unless)
+    if schedule_matters and data.relation == "fewer":
+        return dataclasses.replace(check, message=f"{check.message} (with fewer faults: {data.schedule()})")
+    return check
+
+
+def _control_progress(data: _ControlData) -> Check:
+    if data.complete:
+        return _settle(check_progress(data.tl), data)
+    # Judged on the phases that ended only: a phase stuck from start to end failed whatever came after (a hang,
+    # "no progress from the first fault to the end of the history", is not final on a history that stopped).
+    ended = check_progress(dataclasses.replace(data.tl, faults=(), windows=tuple(w for w in data.tl.windows
+                                                                                 if w[0] in data.ended)))
+    if ended.verdict == "FAILED":
+        return _settle(ended, data)
+    return _settle(check_progress(data.tl), data, pass_unless=data.incomplete(), fail_unless=data.incomplete())
+
+
+def _control_recovery(data: _ControlData, target: Recovery) -> Check:
+    check = check_recovery(data.tl, target)
+    if not data.schedule_done:
+        return _settle(check, data, pass_unless=data.not_done(), fail_unless=data.not_done())
+    result = measure_recovery(data.tl, target)
+    fail_unless = None
+    if check.verdict == "FAILED" and result.seconds is None and result.heal is not None:
+        # Not recovered: final only if the control was watched long enough after the last heal that a recovery
+        # within the bound would have been seen (healthy_samples samples after heal + within).
+        bound = _t(result.heal) + target.within
+        after = sum(1 for s in data.tl.samples if _t(s) > bound)
+        if after < target.healthy_samples:
+            fail_unless = (f"the control was watched {data.tl.end - _t(result.heal):.1f} s after its last heal, "
+                           f"not the {_g(target.within)} s bound and {target.healthy_samples} samples more that "
+                           "\"not recovered\" needs")
+    return _settle(check, data, fail_unless=fail_unless)
+
+
+def _control_oracle(name: str, data: _ControlData, oracle: Mapping[str, object] | None, limit: int, missing: str,
+                    subject_kind: str) -> Check:
+    check = _oracle_check(name, oracle, limit, missing)
+    if oracle is not None and check.verdict != "NODATA" and _oracle_kind(oracle) != subject_kind:
+        units = {"compare": "sessions", "coverage": "acknowledged events"}
+        if limit > 0:
+            return _unjudged(check, f"the hardened bound ({limit}) counts {units[subject_kind]}, the control's "
+                                    f"oracle counts {units[_oracle_kind(oracle)]}: only a bound of 0 means the same "
+                                    "in both")
+        check = dataclasses.replace(check, message=f"{check.message}; the control's oracle counts "
+                                                   f"{units[_oracle_kind(oracle)]}, not {units[subject_kind]}: a "
+                                                   "bound of 0 means the same for both")
+    why = None if data.complete else f"{data.incomplete()}; its output was not drained and read back to the end"
+    return _settle(check, data, pass_unless=why, fail_unless=why)
+
+
+def _control_state(data: _ControlData, target: StateTarget, live_keys: int | None) -> Check:
+    check = check_state(data.tl, target, live_keys)
+    if all(phase in data.ended for phase in target.during):
+        return _settle(check, data)
+    why = data.incomplete(target.during)
+    if target.max_rows is not None or target.max_rows_per_key is not None:
+        bounds = check_state(data.tl, dataclasses.replace(target, trend=None), live_keys)
+        if bounds.verdict == "FAILED":  # a bound exceeded stays exceeded; a trend needs its whole window
+            return _settle(dataclasses.replace(check, verdict="FAILED", measured=bounds.measured,
+                                               message=bounds.message), data)
+    return _settle(check, data, pass_unless=why, fail_unless=why)
+
+
+def _control_logs(data: _ControlData, target: Logs, watched: set[str]) -> Check:
+    """Only the patterns the control's own log scanner watched have records in its history (its own targets'
+    expected and forbidden); the others were never looked for."""
+    unwatched = [p for p in target.expected + target.forbidden if p not in watched]
+    expected = tuple(p for p in target.expected if p in watched)
+    forbidden = tuple(p for p in target.forbidden if p in watched)
+    full = check_logs(data.tl, target)
+    if forbidden and any(match_count(data.tl.logs, p) for p in forbidden):  # a line seen stays seen
+        seen = check_logs(data.tl, Logs((), forbidden))
+        return _settle(dataclasses.replace(seen, expected=full.expected), data)
+    why = None if data.complete else data.incomplete()
+    not_watched = "the control's logs were not watched for " + ", ".join(repr(p) for p in unwatched)
+    if unwatched and expected and why is None:  # the patterns it did watch can still fail
+        part = check_logs(data.tl, Logs(expected, forbidden, target.min_matches))
+        if part.verdict == "FAILED":
+            return _settle(dataclasses.replace(part, expected=full.expected,
+                                               message=f"{part.message} ({not_watched})"), data)
+    if unwatched:
+        return _unjudged(full, not_watched)
+    return _settle(full, data, pass_unless=why, fail_unless=why)
+
+
+def _control_refused(data: _ControlData, within: float) -> Check:
+    check = check_refused(data.tl, within)
+    why = None if data.complete else data.incomplete()
+    never = why if "not refused" in check.measured else None  # it might still have been refused later
+    return _settle(check, data, pass_unless=why, fail_unless=never)
+
+
+def _control_probe(data: _ControlData, probe: Probe, name: str) -> Check:
+    check = check_probe(data.tl, probe, name)
+    why = None if all(p in data.ended for p in probe.phases) else data.incomplete(probe.phases)
+    return _settle(check, data, pass_unless=why, fail_unless=why, schedule_matters=probe.phases != ("steady",))
+
+
+def discriminate(records: Sequence[Mapping[str, object]], spec: ExperimentSpec,
+                 oracle: Mapping[str, object] | None = None, lineage: Mapping[str, object] | None = None,
+                 missing: Mapping[str, str] | None = None, subject_kind: str = "compare") -> dict:
+    """The control's (naive) history and outputs judged by the hardened arm's targets: the experiment's
+    `discrimination` object of results.json. `subject_kind` is the hardened arm's oracle kind (compare: sessions)."""
+    targets = spec.arm(SUBJECT).targets
+    missing = missing or {}
+    tl = timeline(records)
+    data = _ControlData(tl, _fault_indices(spec, SUBJECT), _fault_indices(spec, CONTROL), _ended_phases(records),
+                        _unhealed(tl))
+    control_logs = spec.arm(CONTROL).targets.logs
+    watched = set(control_logs.expected + control_logs.forbidden) if control_logs is not None else set()
+    checks: list[Check] = []
+    environment = check_environment(tl)
+    if environment is not None:
+        checks.append(environment)
+    if targets.progress:
+        checks.append(_control_progress(data))
+    if targets.recovery is not None:
+        checks.append(_control_recovery(data, targets.recovery))
+    if targets.max_lag is not None:
+        why = None if data.complete else data.incomplete(("inject", "recover"))
+        checks.append(_settle(check_max_lag(tl, targets.max_lag), data, pass_unless=why))  # a peak stays a peak
+    for name, limit in (("lost", targets.lost), ("duplicated", targets.duplicated)):
+        if limit is not None:
+            checks.append(_control_oracle(name, data, oracle, limit, missing.get("oracle", "no oracle.json"),
+                                          subject_kind))
+    if targets.state is not None:
+        checks.append(_control_state(data, targets.state, spec.workload.live_keys))
+    if targets.logs is not None:
+        checks.append(_control_logs(data, targets.logs, watched))
+    if targets.lineage:
+        why = None if data.complete else data.incomplete()
+        checks.append(_settle(check_lineage(lineage, missing.get("lineage", "no lineage.json")), data,
+                              pass_unless=why))  # a broken checkpoint stays broken
+    if targets.refused_within is not None:
+        checks.append(_control_refused(data, targets.refused_within))
+    names = [f"probe:{p.metric}" for p in targets.probes]
+    for i, probe in enumerate(targets.probes):
+        name = names[i] if names.count(names[i]) == 1 else f"{names[i]}#{names[:i + 1].count(names[i])}"
+        checks.append(_control_probe(data, probe, name))
+    return discrimination_result(spec, checks)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _LINE_MESSAGE_CHARS else text[:_LINE_MESSAGE_CHARS - 1].rstrip() + "…"
+
+
+def discrimination_result(spec: ExperimentSpec | None, checks: Sequence[Check], not_run: str | None = None) -> dict:
+    """status, what it adds to the experiment's verdict, the one line the report shows, and the checks.
+
+    discriminating: a check FAILED or HANG on the control's data; not_discriminating: every check PASSED;
+    inconclusive: neither (NODATA/UNKNOWN, or no check); waived: the spec's `cannot_discriminate` says why it
+    cannot, and nothing failed; not_run: no control (or no hardened targets) in this run. `verdict` is FAILED only
+    for not_discriminating under a suite's require_discrimination."""
+    required = bool(spec is not None and spec.require_discrimination)
+    waiver = spec.cannot_discriminate if spec is not None else None
+    failed = [c for c in checks if c.verdict in ("FAILED", "HANG")]
+    if not_run is not None:
+        measured = "not_run"
+    elif failed:
+        measured = "discriminating"
+    elif checks and all(c.verdict == "PASSED" for c in checks):
+        measured = "not_discriminating"
+    else:
+        measured = "inconclusive"
+    status = "waived" if waiver and measured in ("not_discriminating", "inconclusive") else measured
+    if status == "discriminating":
+        line = "a job without the hardening: " + "; ".join(f"{c.verdict} on {c.name} ({_short(c.message)})"
+                                                           for c in failed)
+        if waiver:
+            line += f" (though the spec says it cannot discriminate: {_short(waiver)})"
+    elif status == "not_discriminating":
+        line = NOT_DISCRIMINATING
+    elif status == "inconclusive":
+        unjudged = [c for c in checks if c.verdict != "PASSED"]
+        line = ("inconclusive: a job without the hardening failed no hardened target, but "
+                + ("; ".join(f"{c.name} could not be judged on its data ({_short(c.message)})" for c in unjudged)
+                   if unjudged else "the hardened arm sets no target to judge it by"))
+    elif status == "waived":
+        line = f"waived: {' '.join(str(waiver).split())} (measured: {measured.replace('_', ' ')})"
+    else:
+        line = f"a job without the hardening: not run ({not_run})"
+    return {"status": status, "required": required,
+            "verdict": "FAILED" if required and status == "not_discriminating" else "PASSED",
+            "message": line, "measured": measured, "waiver": waiver, "control": CONTROL, "targets": SUBJECT,
+            "failed": [{"name": c.name, "verdict": c.verdict, "message": c.message} for c in failed],
+            "checks": [c.to_dict() for c in checks]}
+
+
 # -- loaders (the only I/O) --------------------------------------------------------------------------------------
 def _read_json(path: Path) -> tuple[object | None, str]:
     """(value, why it is None)."""
@@ -790,17 +1088,24 @@ def _unknown_arm(profile: str, role: str, name: str, message: str) -> dict:
             "checks": [Check(name, "UNKNOWN", "a readable record of the arm", "unreadable", message).to_dict()]}
 
 
-def judge_arm(arm_dir: str | Path, spec: ExperimentSpec, profile: str) -> dict:
-    """Read one arm directory (history.jsonl, oracle.json, lineage.json, arm.json) and judge it."""
-    arm_dir = Path(arm_dir)
-    role = spec.arm(profile).role
+@dataclass(frozen=True)
+class _ArmFiles:
+    records: list
+    oracle: Mapping[str, object] | None
+    lineage: Mapping[str, object] | None
+    summary: Mapping[str, object] | None
+    missing: Mapping[str, str]
+
+
+def _read_arm(arm_dir: Path) -> _ArmFiles | str:
+    """An arm directory's parsed files, or why its history cannot be read."""
     history = arm_dir / "history.jsonl"
     if not history.is_file():
-        return _unknown_arm(profile, role, "history", f"no {history.name}: the arm recorded nothing")
+        return f"no {history.name}: the arm recorded nothing"
     try:
         records = read_history(history)
     except (HistoryError, OSError) as exc:
-        return _unknown_arm(profile, role, "history", f"history unreadable: {exc}")
+        return f"history unreadable: {exc}"
     oracle, oracle_why = _read_json(arm_dir / "oracle.json")
     lineage, lineage_why = _read_json(arm_dir / "lineage.json")
     summary, _ = _read_json(arm_dir / "arm.json")
@@ -808,9 +1113,39 @@ def judge_arm(arm_dir: str | Path, spec: ExperimentSpec, profile: str) -> dict:
         oracle, oracle_why = None, "oracle.json is not an object"
     if lineage is not None and not isinstance(lineage, Mapping):
         lineage, lineage_why = None, "lineage.json is not an object"
-    return judge_records(records, spec, profile, oracle=oracle, lineage=lineage,
-                         summary=summary if isinstance(summary, Mapping) else None,
-                         missing={"oracle": oracle_why, "lineage": lineage_why})
+    return _ArmFiles(records, oracle, lineage, summary if isinstance(summary, Mapping) else None,
+                     {"oracle": oracle_why, "lineage": lineage_why})
+
+
+def judge_arm(arm_dir: str | Path, spec: ExperimentSpec, profile: str) -> dict:
+    """Read one arm directory (history.jsonl, oracle.json, lineage.json, arm.json) and judge it."""
+    files = _read_arm(Path(arm_dir))
+    if isinstance(files, str):
+        return _unknown_arm(profile, spec.arm(profile).role, "history", files)
+    return judge_records(files.records, spec, profile, oracle=files.oracle, lineage=files.lineage,
+                         summary=files.summary, missing=files.missing)
+
+
+def judge_discrimination(experiment_dir: str | Path, spec: ExperimentSpec) -> dict:
+    """Read the control arm's files of one experiment and judge them by the hardened arm's targets
+    (`discriminate`); not_run where the run has no control, or the spec no hardened targets."""
+    experiment_dir = Path(experiment_dir)
+    profiles = [arm.profile for arm in spec.arms]
+    if CONTROL not in profiles:
+        return discrimination_result(spec, [], not_run="the experiment has no control (naive) arm in this run")
+    if SUBJECT not in profiles:
+        return discrimination_result(spec, [], not_run="the experiment has no hardened arm: no targets to judge "
+                                                       "the control by")
+    if not (experiment_dir / CONTROL).is_dir():
+        return discrimination_result(spec, [], not_run="the control (naive) arm was not run")
+    files = _read_arm(experiment_dir / CONTROL)
+    if isinstance(files, str):
+        return discrimination_result(spec, [Check("history", "UNKNOWN", "a readable record of the control",
+                                                  "unreadable", files)])
+    subject_oracle, _ = _read_json(experiment_dir / SUBJECT / "oracle.json")
+    subject_kind = _oracle_kind(subject_oracle) if isinstance(subject_oracle, Mapping) else "compare"
+    return discriminate(files.records, spec, oracle=files.oracle, lineage=files.lineage, missing=files.missing,
+                        subject_kind=subject_kind)
 
 
 def _experiment_dirs(run_dir: Path, listed: object) -> list[Path]:
@@ -846,14 +1181,22 @@ def judge_run(run_dir: str | Path) -> dict:
             arms = [_unknown_arm(p.name, "control" if p.name == "naive" else "subject", "spec", str(exc))
                     for p in sorted(experiment_dir.iterdir()) if p.is_dir()]
             incident = raw.get("incident") if isinstance(raw, Mapping) else None
+            discrimination = (discrimination_result(None, [Check("spec", "UNKNOWN", "a readable spec.json",
+                                                                 "unreadable", str(exc))])
+                              if (experiment_dir / CONTROL).is_dir() else
+                              discrimination_result(None, [], not_run="the control (naive) arm was not run"))
         else:
             arms = [judge_arm(experiment_dir / arm.profile, spec, arm.profile)
                     for arm in spec.arms if (experiment_dir / arm.profile).is_dir()]
             incident = {"file": spec.incident.file, "error": spec.incident.error}
+            discrimination = judge_discrimination(experiment_dir, spec)
         for arm in arms:
             _write_json(experiment_dir / arm["profile"] / "result.json", arm)
-        experiments.append({"name": experiment_dir.name, "incident": incident,
-                            "verdict": worst(a["verdict"] for a in arms), "arms": arms})
+        # A required discrimination that fails (not_discriminating, not waived) fails the experiment, and so the
+        # run: its verdict is the worst of the arms' and the discrimination's.
+        verdicts = [a["verdict"] for a in arms] + ["FAILED"] * (discrimination["verdict"] == "FAILED")
+        experiments.append({"name": experiment_dir.name, "incident": incident, "verdict": worst(verdicts),
+                            "arms": arms, "discrimination": discrimination})
     verdict = worst(e["verdict"] for e in experiments)
     flaky = flaky_arms(experiments)
     if status == "interrupted":

@@ -415,6 +415,11 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 code,.log{font:11px/1.35 ui-monospace,SFMono-Regular,Menlo,monospace}
 td.log{max-width:800px;white-space:pre-wrap;word-break:break-all}
 .swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}
+.disc{margin:4px 0;overflow-wrap:anywhere}
+.disc-not_discriminating{color:#cf222e;font-weight:700;background:#ffebe9;border-left:4px solid #cf222e;
+                         padding:3px 8px}
+.disc-inconclusive{color:#9a6700;font-weight:600;background:#fff8c5;border-left:4px solid #9a6700;padding:3px 8px}
+.disc-waived,.disc-not_run{color:#57606a}
 """
 
 
@@ -512,6 +517,66 @@ def _summary_table(run: Run) -> str:
             f"<th>signature</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
+# -- discrimination: the control judged by the hardened targets (chaos/checkers.py `discriminate`) ---------------
+DISCRIMINATION_COLOURS = {"discriminating": "#1a7f37", "not_discriminating": "#cf222e", "inconclusive": "#9a6700",
+                          "waived": "#6e7781", "not_run": "#6e7781"}
+NOT_DISCRIMINATING_LINE = "NOT DISCRIMINATING: a job without the hardening passes every hardened target"
+
+
+def _discrimination(experiment: dict) -> dict | None:
+    value = experiment.get("discrimination")
+    return value if isinstance(value, dict) and value.get("status") in DISCRIMINATION_COLOURS else None
+
+
+def discrimination_line(discrimination: dict) -> str:
+    """The one line an experiment shows (plain text): what a job without the hardening did against its targets."""
+    status = discrimination.get("status")
+    if status == "not_discriminating":
+        return NOT_DISCRIMINATING_LINE + (" (required by this suite: the experiment fails)"
+                                          if discrimination.get("verdict") == "FAILED"
+                                          else " (reported only: this suite does not require discrimination)")
+    if status == "inconclusive":
+        return "INCONCLUSIVE: " + str(discrimination.get("message") or "").removeprefix("inconclusive: ")
+    return str(discrimination.get("message") or status)
+
+
+def _discrimination_badge(status: str) -> str:
+    return (f'<span class="v" style="background:{DISCRIMINATION_COLOURS.get(status, "#6e7781")}">'
+            f"{_e(status.replace('_', ' '))}</span>")
+
+
+def _discrimination_block(experiment: dict) -> str:
+    discrimination = _discrimination(experiment)
+    if discrimination is None:
+        return ""
+    status = str(discrimination["status"])
+    checks = [c for c in discrimination.get("checks") or [] if isinstance(c, dict)]
+    verdicts = " · ".join(f'<span title="{_e(c.get("message"))}">{_badge(_verdict(c.get("verdict")))} '
+                          f'{_e(c.get("name"))}</span>' for c in checks)
+    return (f'<p class="disc disc-{_e(status)}" data-status="{_e(status)}">{_e(discrimination_line(discrimination))}'
+            "</p>" + (f'<p class="small">the hardened targets on the {_e(discrimination.get("control"))} '
+                      f"control's data: {verdicts}</p>" if verdicts else ""))
+
+
+def _discrimination_table(run: Run) -> str:
+    rows = []
+    for experiment in run.experiments:
+        discrimination = _discrimination(experiment)
+        if discrimination is None:
+            continue
+        name = str(experiment.get("name", "?"))
+        status = str(discrimination["status"])
+        rows.append(f'<tr><td><a href="#{_e(_anchor(name))}">{_e(name)}</a></td>'
+                    f"<td>{_discrimination_badge(status)}</td>"
+                    f'<td class="disc disc-{_e(status)}">{_e(discrimination_line(discrimination))}</td></tr>')
+    if not rows:
+        return ""
+    return ('<h2>discrimination</h2><p class="small">Each control\'s history judged by its experiment\'s hardened '
+            "targets: a job without the hardening must fail at least one.</p>"
+            '<table class="discrimination"><thead><tr><th>experiment</th><th>status</th>'
+            f"<th>a job without the hardening</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
 def _fault_table(timeline: Timeline) -> str:
     if not timeline.faults:
         return '<p class="small">No fault was injected in this arm.</p>'
@@ -597,6 +662,7 @@ def _experiment_section(run: Run, experiment: dict) -> str:
     if isinstance(incident, dict) and incident:
         parts.append(f'<p class="small">incident <code>{_e(incident.get("file"))}</code>: '
                      f'{_e(incident.get("error"))}</p>')
+    parts.append(_discrimination_block(experiment))
     for arm in run.arms.get(name, []):
         parts.append(_arm_section(run, arm))
     parts.append("</section>")
@@ -629,7 +695,7 @@ def render_report(run: Run) -> str:
         facts.append(_duration(meta))
     body = [f'<div class="banner" style="background:{VERDICT_COLOURS[verdict]}"><h1>{_e(verdict)}</h1>'
             f'<span>{_e(run.dir.name)}</span><span class="meta">{_e(" · ".join(facts))}</span></div>',
-            "<h2>verdicts</h2>", _summary_table(run)]
+            "<h2>verdicts</h2>", _summary_table(run), _discrimination_table(run)]
     if run.results.get("error"):
         body.append(f'<p class="err">{_e(run.results["error"])}</p>')
     body += [_experiment_section(run, experiment) for experiment in run.experiments]
@@ -676,6 +742,37 @@ def _arm_seconds(timeline: Timeline) -> float:
     return round(span[1] - span[0], 3) if span else 0.0
 
 
+def _junit_discrimination(suite: ET.Element, name: str, discrimination: dict) -> str | None:
+    """The `<experiment>/discrimination` case: a failure when the suite requires discrimination and a job without
+    the hardening passes every hardened target; skipped (with why) when not judged, inconclusive, waived or not
+    required; passed when the control failed a hardened target. Returns the counter it adds to, if any."""
+    case = ET.SubElement(suite, "testcase", classname=name, name=f"{name}/discrimination", time="0.000")
+    status = str(discrimination.get("status"))
+    failed = [c for c in discrimination.get("failed") or [] if isinstance(c, dict)]
+    properties = ET.SubElement(case, "properties")
+    for key, value in (("status", status), ("required", str(bool(discrimination.get("required"))).lower()),
+                       ("measured", discrimination.get("measured")), ("control", discrimination.get("control")),
+                       ("failed_on", ", ".join(str(c.get("name")) for c in failed)),
+                       ("waiver", discrimination.get("waiver"))):
+        if value not in (None, ""):
+            ET.SubElement(properties, "property", name=key, value=str(value))
+    line = discrimination_line(discrimination)
+    outcome = None
+    if status == "not_discriminating" and discrimination.get("verdict") == "FAILED":
+        ET.SubElement(case, "failure", message=str(discrimination.get("message") or line),
+                      type="NOT_DISCRIMINATING").text = line
+        outcome = "failures"
+    elif status != "discriminating":
+        ET.SubElement(case, "skipped", message=line)
+        outcome = "skipped"
+    out = [line] + [f"{c.get('verdict')} {c.get('name')}: expected {c.get('expected')}, measured "
+                    f"{c.get('measured')}. {c.get('message') or ''}".rstrip()
+                    for c in discrimination.get("checks") or [] if isinstance(c, dict)]
+    out.append(f"report: index.html#{_anchor(name)}")
+    ET.SubElement(case, "system-out").text = "\n".join(out)
+    return outcome
+
+
 def write_junit(run_dir: Path) -> Path:
     run = load_run(Path(run_dir))
     suite_name = str(run.meta.get("suite") or run.dir.name)
@@ -718,6 +815,12 @@ def write_junit(run_dir: Path) -> Path:
                 out.append(str(_did_not_survive(data)))
             out.append(f"report: index.html#{arm.anchor}")
             ET.SubElement(case, "system-out").text = "\n".join(out)
+        discrimination = _discrimination(experiment)
+        if discrimination is not None:
+            outcome = _junit_discrimination(suite, str(experiment.get("name", "?")), discrimination)
+            counts["tests"] += 1
+            if outcome:
+                counts[outcome] += 1
     for element in (suites, suite):
         for key, value in counts.items():
             element.set(key, str(value))

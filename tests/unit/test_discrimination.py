@@ -1,0 +1,495 @@
+"""Discrimination (chaos/checkers.py `discriminate`): every control's history and outputs judged again by its
+experiment's hardened targets. Synthetic histories (tests/unit/test_checkers.py's Story, written through
+HistoryWriter with a fake clock) cover each status and each way the control's data can fail to stand for a target;
+the stored real runs in tests/fixtures/runs pin what `chaos check` finds on them (docs/benchmarks.md), with the
+suite's flag, the waiver, the exit code, the report line and the junit case. Pure: no services."""
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from chaos import cli
+from chaos.checkers import NOT_DISCRIMINATING, discriminate, judge_run
+from chaos.errors import SpecError
+from chaos.oracle import coverage
+from chaos.report import load_run, render_report, write_junit
+from chaos.spec import ExperimentSpec, load_experiment, load_suite
+from chaos.workload import Event
+from tests.unit.test_checkers import (Story, _log, clean_oracle, dead_after_fault, healthy, recovering,
+                                      write_history)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+RUN_A = "20261123T081854-smoke-13866"
+RUN_B = "20261123T085731-smoke-464"
+ROOT = Path(__file__).resolve().parents[2]
+
+SPEC = """
+name: t-disc
+description: test
+incident: {{file: 001-x.txt, error: boom}}
+seed: 1
+workload: {{shape: uniform, keys: 20, rate: 50, partitions: 2}}
+phases: {{steady: 10s, inject: 20s, recover: 20s}}
+faults:
+  - {{fault: network.down, target: kafka, at: 5s, duration: 10s}}
+  - {{fault: network.latency, target: s3, at: 16s, duration: 2s, params: {{latency: 100ms}}}}
+arms:
+  hardened:
+{hardened}
+  naive:
+{naive}
+{top}
+"""
+HARDENED = "    targets: {progress: true, recovery: {within: 10s, lag_below: 1000}, lost: 0, duplicated: 0}"
+NAIVE = "    targets: {logs: {expected: [boom]}}"
+
+
+def spec_of(tmp_path: Path, hardened: str = HARDENED, naive: str = NAIVE, top: str = "") -> ExperimentSpec:
+    path = tmp_path / "t-disc.yaml"
+    path.write_text(SPEC.format(hardened=hardened, naive=naive, top=top))
+    return load_experiment(path)
+
+
+def history(tmp_path: Path, **changes) -> list[dict]:
+    return write_history(tmp_path / f"h-{len(list(tmp_path.glob('h-*')))}.jsonl", Story(**changes))
+
+
+def covered(lost: int = 0) -> dict:
+    """A coverage report (the naive, processing-time profile's oracle): 10 acknowledged events, `lost` of them
+    never in the output."""
+    acked = [Event("a", seq, 1000 * seq, "") for seq in range(10)]
+    emitted = [{"key": "a", "first_seq": 0, "last_seq": 9 - lost, "count": 10 - lost}]
+    return {**coverage(acked, [], emitted).to_dict(), "drained": True}
+
+
+def verdicts(result: dict) -> dict[str, str]:
+    return {c["name"]: c["verdict"] for c in result["checks"]}
+
+
+def message(result: dict, name: str) -> str:
+    return next(c["message"] for c in result["checks"] if c["name"] == name)
+
+
+# -- the statuses ----------------------------------------------------------------------------------------------
+def test_a_control_that_meets_every_hardened_target_is_not_discriminating(tmp_path):
+    result = discriminate(history(tmp_path, metrics=recovering), spec_of(tmp_path), oracle=covered())
+    assert result["status"] == result["measured"] == "not_discriminating"
+    assert verdicts(result) == {"progress": "PASSED", "recovery": "PASSED", "lost": "PASSED", "duplicated": "PASSED"}
+    assert result["message"] == NOT_DISCRIMINATING == ("not discriminating: a job without the hardening passes "
+                                                       "every hardened target")
+    assert (result["required"], result["verdict"], result["failed"]) == (False, "PASSED", [])
+    assert list(result) == ["status", "required", "verdict", "message", "measured", "waiver", "control", "targets",
+                            "failed", "checks"]
+    # the oracles differ in kind (events vs sessions): at a bound of 0 they mean the same, and the message says so
+    assert "the control's oracle counts acknowledged events, not sessions" in message(result, "lost")
+
+
+def test_a_control_that_fails_a_hardened_target_discriminates_and_names_the_checks(tmp_path):
+    result = discriminate(history(tmp_path, metrics=dead_after_fault), spec_of(tmp_path), oracle=covered(lost=3))
+    assert result["status"] == "discriminating"
+    assert [(f["name"], f["verdict"]) for f in result["failed"]] == [("progress", "HANG"), ("recovery", "FAILED"),
+                                                                     ("lost", "FAILED")]
+    assert result["message"].startswith("a job without the hardening: HANG on progress (batch_id stayed at 24 ")
+    assert "; FAILED on recovery (never 3 healthy samples in a row" in result["message"]
+    assert "; FAILED on lost (3 acknowledged events lost" in result["message"]
+    assert verdicts(result)["duplicated"] == "PASSED"
+
+
+def test_a_control_without_an_oracle_is_inconclusive_not_passed(tmp_path):
+    result = discriminate(history(tmp_path, metrics=recovering), spec_of(tmp_path),
+                          missing={"oracle": "no oracle.json"})
+    assert result["status"] == "inconclusive"
+    assert verdicts(result) == {"progress": "PASSED", "recovery": "PASSED", "lost": "NODATA", "duplicated": "NODATA"}
+    assert result["message"].startswith("inconclusive: a job without the hardening failed no hardened target, but "
+                                        "lost could not be judged on its data (no oracle.json")
+
+
+def test_an_environment_error_in_the_control_is_inconclusive_unless_something_failed(tmp_path):
+    error = [(36.0, "error", ("toxiproxy: reset failed",), {})]
+    broken = discriminate(history(tmp_path, metrics=recovering, extra=error), spec_of(tmp_path), oracle=covered())
+    assert (broken["status"], verdicts(broken)["environment"]) == ("inconclusive", "UNKNOWN")
+    failed = discriminate(history(tmp_path, metrics=dead_after_fault, extra=error), spec_of(tmp_path),
+                          oracle=covered())
+    assert failed["status"] == "discriminating"  # as for an arm: a failure still wins over a broken environment
+
+
+def test_a_waiver_replaces_not_discriminating_and_inconclusive_but_never_a_failure(tmp_path):
+    top = "cannot_discriminate: Spark has no such failure"
+    spec = spec_of(tmp_path, top=top)
+    assert spec.cannot_discriminate == "Spark has no such failure"
+    passes = discriminate(history(tmp_path, metrics=recovering), spec, oracle=covered())
+    assert (passes["status"], passes["measured"], passes["waiver"]) == ("waived", "not_discriminating",
+                                                                        "Spark has no such failure")
+    assert passes["message"] == "waived: Spark has no such failure (measured: not discriminating)"
+    unjudged = discriminate(history(tmp_path, metrics=recovering), spec)
+    assert (unjudged["status"], unjudged["measured"]) == ("waived", "inconclusive")
+    fails = discriminate(history(tmp_path, metrics=dead_after_fault), spec, oracle=covered())
+    assert fails["status"] == "discriminating"
+    assert fails["message"].endswith("(though the spec says it cannot discriminate: Spark has no such failure)")
+
+
+def test_required_discrimination_fails_only_a_control_that_passes_everything(tmp_path):
+    import dataclasses
+    spec = dataclasses.replace(spec_of(tmp_path), require_discrimination=True)
+    passes = discriminate(history(tmp_path, metrics=recovering), spec, oracle=covered())
+    assert (passes["status"], passes["required"], passes["verdict"]) == ("not_discriminating", True, "FAILED")
+    inconclusive = discriminate(history(tmp_path, metrics=recovering), spec)
+    assert (inconclusive["status"], inconclusive["verdict"]) == ("inconclusive", "PASSED")  # loud, never failed
+    waived = dataclasses.replace(spec, cannot_discriminate="no counterpart")
+    assert discriminate(history(tmp_path, metrics=recovering), waived, oracle=covered())["verdict"] == "PASSED"
+
+
+# -- when the control's data cannot stand for a target -----------------------------------------------------------
+def test_a_control_that_ran_fewer_faults_can_fail_but_cannot_pass(tmp_path):
+    spec = spec_of(tmp_path, naive="    faults: [0]\n" + NAIVE)
+    passes = discriminate(history(tmp_path, metrics=recovering), spec, oracle=covered())
+    assert passes["status"] == "inconclusive"
+    assert set(verdicts(passes).values()) == {"NODATA"}
+    assert message(passes, "progress").startswith(
+        "not judged on the control's data: the control ran faults 0, the hardened arm 0, 1: passing fewer faults "
+        "proves nothing (measured PASSED: batches completed in every phase)")
+    fails = discriminate(history(tmp_path, metrics=dead_after_fault), spec, oracle=covered())
+    assert fails["status"] == "discriminating"
+    assert message(fails, "progress").endswith("(with fewer faults: the control ran faults 0, the hardened arm 0, 1)")
+
+
+def test_a_control_that_ran_a_fault_the_hardened_arm_never_did_is_not_judged(tmp_path):
+    spec = spec_of(tmp_path, hardened="    faults: [0]\n" + HARDENED, naive="    faults: [1]\n" + NAIVE)
+    result = discriminate(history(tmp_path, metrics=dead_after_fault), spec, oracle=covered())
+    assert result["status"] == "inconclusive" and set(verdicts(result).values()) == {"NODATA"}
+    assert "the control ran faults 1, the hardened arm 0: one the hardened arm never faced" in \
+        message(result, "recovery")
+
+
+def test_a_control_that_stopped_early_is_not_judged_on_what_it_did_not_reach(tmp_path):
+    """A control stopped once it showed its incident (chaos/run.py ends_early): its history ends in the inject
+    phase, unhealed and undrained."""
+    spec = spec_of(tmp_path, hardened="    targets: {progress: true, recovery: {within: 10s, lag_below: 1000}, "
+                                      "lost: 0, logs: {forbidden: [boom]}}")
+    records = history(tmp_path, metrics=recovering, end=30.0, faults=[("network.down", "kafka", 25.0, None)],
+                      extra=[_log(27, "boom", "ERROR boom: state lost")])
+    result = discriminate(records, spec, oracle=covered(lost=7))
+    assert verdicts(result) == {"progress": "NODATA", "recovery": "NODATA", "lost": "NODATA", "logs": "FAILED"}
+    assert result["status"] == "discriminating" and [f["name"] for f in result["failed"]] == ["logs"]
+    assert "the control's history ends (t=29.5s) before its inject/recover phases ended" in message(result, "progress")
+    assert "its output was not drained and read back to the end" in message(result, "lost")  # 7 lost: undrained
+    assert "network.down on kafka was injected but never healed" in message(result, "recovery")
+    # the same history without the forbidden line: nothing failed, nothing passed
+    quiet = discriminate(history(tmp_path, metrics=recovering, end=30.0,
+                                 faults=[("network.down", "kafka", 25.0, None)]), spec, oracle=covered())
+    assert quiet["status"] == "inconclusive"
+
+
+def test_a_phase_stuck_from_start_to_end_fails_even_when_the_history_stops_later(tmp_path):
+    def stuck_in_steady(t):
+        return {**healthy(t), "batch_id": 5}
+    spec = spec_of(tmp_path, hardened="    targets: {progress: true}")
+    result = discriminate(history(tmp_path, metrics=stuck_in_steady, end=30.0), spec)
+    assert verdicts(result) == {"progress": "FAILED"}
+    assert message(result, "progress").startswith("no batch completed during steady")
+
+
+def test_not_recovered_counts_only_when_the_control_was_watched_past_the_bound(tmp_path):
+    def never(t):
+        return {**recovering(t), "lag": 5000}
+    spec = spec_of(tmp_path, hardened="    targets: {recovery: {within: 10s, lag_below: 1000}}")
+    watched = discriminate(history(tmp_path, metrics=never), spec)  # healed at 35, samples to 59.5
+    assert verdicts(watched) == {"recovery": "FAILED"}
+    short = discriminate(history(tmp_path, metrics=never, faults=[("network.down", "kafka", 25.0, 39.0)],
+                                 end=51.0), spec)
+    # healed at 39, the recover phase never ended, samples to 50.5: only 2 after the bound (49)
+    assert verdicts(short) == {"recovery": "NODATA"}
+    assert "the control was watched 11.5 s after its last heal, not the 10 s bound and 3 samples more" in \
+        message(short, "recovery")
+    enough = discriminate(history(tmp_path, metrics=never, faults=[("network.down", "kafka", 25.0, 39.0)],
+                                  end=52.0), spec)
+    assert verdicts(enough) == {"recovery": "FAILED"}  # 49.5, 50.5, 51.5: a recovery in time would have shown
+
+
+def test_a_bound_in_sessions_is_not_judged_on_a_count_of_events(tmp_path):
+    spec = spec_of(tmp_path, hardened="    targets: {lost: 2, duplicated: 0}")
+    result = discriminate(history(tmp_path, metrics=recovering), spec, oracle=covered(lost=1))
+    assert verdicts(result) == {"lost": "NODATA", "duplicated": "PASSED"}
+    assert "the hardened bound (2) counts sessions, the control's oracle counts acknowledged events" in \
+        message(result, "lost")
+    sessions = discriminate(history(tmp_path, metrics=recovering), spec, oracle=clean_oracle())
+    assert verdicts(sessions) == {"lost": "PASSED", "duplicated": "PASSED"}  # same units: judged as for the arm
+
+
+def test_log_lines_the_control_never_watched_are_not_judged(tmp_path):
+    spec = spec_of(tmp_path, hardened="    targets: {logs: {expected: ['integrity: state version'], "
+                                      "forbidden: [boom, 'CANNOT_LOAD']}}")
+    result = discriminate(history(tmp_path), spec)  # the control watched only 'boom' and it never matched
+    assert verdicts(result) == {"logs": "NODATA"}
+    assert "the control's logs were not watched for 'integrity: state version', 'CANNOT_LOAD'" in \
+        message(result, "logs")
+    seen = discriminate(history(tmp_path, extra=[_log(30, "boom", "ERROR boom")]), spec)
+    assert verdicts(seen) == {"logs": "FAILED"} and message(seen, "logs").startswith("forbidden 'boom' matched")
+
+
+def test_a_state_bound_exceeded_stands_where_a_trend_needs_its_whole_window(tmp_path):
+    def grows(t):
+        return {**healthy(t), "state_rows": int(100 + 50 * max(0.0, t - 20))}
+    bounded = spec_of(tmp_path, hardened="    targets: {state: {trend: plateau, during: [inject, recover], "
+                                         "max_rows: 400}}")
+    result = discriminate(history(tmp_path, metrics=grows, end=35.0), bounded)
+    assert verdicts(result) == {"state": "FAILED"} and "max state rows 825 > 400" in message(result, "state")
+    trend = spec_of(tmp_path, hardened="    targets: {state: {trend: plateau, during: [inject, recover]}}")
+    assert verdicts(discriminate(history(tmp_path, metrics=grows, end=35.0), trend)) == {"state": "NODATA"}
+    assert verdicts(discriminate(history(tmp_path, metrics=grows), trend)) == {"state": "FAILED"}
+    assert verdicts(discriminate(history(tmp_path), trend)) == {"state": "PASSED"}
+
+
+# -- spec and suite fields -------------------------------------------------------------------------------------
+def test_the_new_fields_round_trip_and_older_spec_json_files_load(tmp_path):
+    import dataclasses
+    spec = dataclasses.replace(spec_of(tmp_path, top="cannot_discriminate: no counterpart"),
+                               require_discrimination=True)
+    stored = json.loads(json.dumps(spec.to_dict()))
+    assert (stored["cannot_discriminate"], stored["require_discrimination"]) == ("no counterpart", True)
+    assert ExperimentSpec.from_dict(stored) == spec
+    for key in ("cannot_discriminate", "require_discrimination"):
+        del stored[key]
+    older = ExperimentSpec.from_dict(stored)
+    assert (older.cannot_discriminate, older.require_discrimination) == (None, False)
+    for name in (RUN_A, RUN_B):  # spec.json files of real runs, written before these fields existed
+        for path in (FIXTURES / name).glob("*/spec.json"):
+            assert ExperimentSpec.from_dict(json.loads(path.read_text())).cannot_discriminate is None
+
+
+@pytest.mark.parametrize("top, error", [
+    ("cannot_discriminate: ''", "cannot_discriminate: '' is not valid; allowed: a non-empty string"),
+    ("cannot_discriminate: [a]", "cannot_discriminate: ['a'] is not valid; allowed: a non-empty string"),
+    ("require_discrimination: true", "require_discrimination: unknown field; allowed: name, description"),
+])
+def test_a_bad_waiver_is_one_line(tmp_path, top, error):
+    with pytest.raises(SpecError) as caught:
+        spec_of(tmp_path, top=top)
+    assert str(caught.value).startswith(f"{tmp_path / 't-disc.yaml'}: {error}") and "\n" not in str(caught.value)
+
+
+def test_a_suite_requires_discrimination_of_every_entry(tmp_path):
+    spec_of(tmp_path)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("name: s\nrequire_discrimination: true\nexperiments: [{path: t-disc.yaml}]\n")
+    loaded = load_suite(suite)
+    assert loaded.require_discrimination and loaded.entries[0].spec.require_discrimination
+    assert ExperimentSpec.from_dict(loaded.entries[0].spec.to_dict()).require_discrimination  # in spec.json
+    suite.write_text("name: s\nexperiments: [{path: t-disc.yaml}]\n")
+    assert not load_suite(suite).entries[0].spec.require_discrimination
+    suite.write_text("name: s\nrequire_discrimination: 'yes'\nexperiments: [{path: t-disc.yaml}]\n")
+    with pytest.raises(SpecError, match=r"suite.yaml: require_discrimination: 'yes' is not valid; allowed: true \| "
+                                        r"false$"):
+        load_suite(suite)
+
+
+def test_nightly_and_pre_release_require_discrimination_and_smoke_does_not():
+    suites = ROOT / "experiments" / "suites"
+    assert load_suite(suites / "nightly.yaml").require_discrimination
+    assert load_suite(suites / "pre-release.yaml").require_discrimination
+    assert not load_suite(suites / "smoke.yaml").require_discrimination
+    nightly = {e.spec.name: e.spec for e in load_suite(suites / "nightly.yaml").entries}
+    assert all(spec.require_discrimination for spec in nightly.values())
+    assert [name for name, spec in nightly.items() if spec.cannot_discriminate] == ["driver-latency"]
+
+
+# -- whole runs: chaos check and the exit code -------------------------------------------------------------------
+def make_run(tmp_path: Path, spec: ExperimentSpec, naive: Story | None, naive_oracle: dict | None = None) -> Path:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"suite": "t", "status": "completed", "experiments": [spec.name]}))
+    experiment = run_dir / spec.name
+    experiment.mkdir()
+    (experiment / "spec.json").write_text(json.dumps(spec.to_dict()))
+    (experiment / "hardened").mkdir()
+    write_history(experiment / "hardened" / "history.jsonl", Story(metrics=recovering))
+    (experiment / "hardened" / "oracle.json").write_text(json.dumps(clean_oracle()))
+    if naive is not None:
+        (experiment / "naive").mkdir()
+        write_history(experiment / "naive" / "history.jsonl", naive)
+        if naive_oracle is not None:
+            (experiment / "naive" / "oracle.json").write_text(json.dumps(naive_oracle))
+    return run_dir
+
+
+def test_the_suite_flag_changes_the_exit_code_and_chaos_check_agrees_with_the_run(tmp_path, capsys):
+    import dataclasses
+    control = Story(metrics=recovering, extra=[_log(30, "boom", "ERROR boom")])
+    spec = spec_of(tmp_path)
+    reported = make_run(tmp_path / "a", spec, control, covered())
+    assert cli.check(reported) == 0
+    results = json.loads((reported / "results.json").read_text())
+    [experiment] = results["experiments"]
+    assert experiment["discrimination"]["status"] == "not_discriminating" and experiment["verdict"] == "PASSED"
+    out = capsys.readouterr().out
+    assert "NOT DISCRIMINATING  t-disc: a job without the hardening passes every hardened target (reported only" in out
+
+    required = make_run(tmp_path / "b", dataclasses.replace(spec, require_discrimination=True), control, covered())
+    assert cli.check(required) == 1
+    results = json.loads((required / "results.json").read_text())
+    [experiment] = results["experiments"]
+    assert (results["verdict"], experiment["verdict"]) == ("FAILED", "FAILED")
+    assert [a["verdict"] for a in experiment["arms"]] == ["PASSED", "PASSED"]  # the arms keep their verdicts
+    assert experiment["discrimination"]["verdict"] == "FAILED"
+    assert "(required by this suite: FAILED)" in capsys.readouterr().out
+
+    waived = make_run(tmp_path / "c", dataclasses.replace(spec, require_discrimination=True,
+                                                          cannot_discriminate="no counterpart"), control, covered())
+    assert cli.check(waived) == 0
+    inconclusive = make_run(tmp_path / "d", dataclasses.replace(spec, require_discrimination=True), control)
+    assert cli.check(inconclusive) == 0  # no oracle: inconclusive is reported loudly, never failed
+    assert "INCONCLUSIVE        t-disc: inconclusive: a job without the hardening failed no hardened target, but " \
+           "lost could not be judged" in capsys.readouterr().out
+
+
+def test_without_a_control_arm_it_is_not_run(tmp_path):
+    run_dir = make_run(tmp_path, spec_of(tmp_path), None)
+    discrimination = judge_run(run_dir)["experiments"][0]["discrimination"]
+    assert (discrimination["status"], discrimination["message"]) == (
+        "not_run", "a job without the hardening: not run (the control (naive) arm was not run)")
+    path = tmp_path / "only.yaml"
+    path.write_text(SPEC.format(hardened=HARDENED, naive=NAIVE, top="").split("  naive:")[0])
+    discrimination = judge_run(make_run(tmp_path / "x", load_experiment(path), None))["experiments"][0]
+    assert discrimination["discrimination"]["message"].endswith("(the experiment has no control (naive) arm in "
+                                                                "this run)")
+
+
+def test_an_unreadable_control_history_is_inconclusive(tmp_path):
+    run_dir = make_run(tmp_path, spec_of(tmp_path), Story())
+    (run_dir / "t-disc" / "naive" / "history.jsonl").unlink()
+    discrimination = judge_run(run_dir)["experiments"][0]["discrimination"]
+    assert discrimination["status"] == "inconclusive"
+    assert discrimination["checks"][0]["verdict"] == "UNKNOWN"
+
+
+# -- the stored real runs ----------------------------------------------------------------------------------------
+@pytest.fixture
+def runs(tmp_path) -> Path:
+    target = tmp_path / "runs"
+    shutil.copytree(FIXTURES, target, symlinks=True)
+    return target
+
+
+def discriminations(run_dir: Path) -> dict[str, dict]:
+    results = json.loads((run_dir / "results.json").read_text())
+    return {e["name"]: e["discrimination"] for e in results["experiments"]}
+
+
+def failed_on(discrimination: dict) -> list[str]:
+    return [f["name"] for f in discrimination["failed"]]
+
+
+def test_chaos_check_writes_the_discrimination_of_the_stored_runs(runs):
+    """The numbers of docs/benchmarks.md, "Discrimination on the stored runs"."""
+    assert cli.check(runs / RUN_A) == 1  # the arms' verdicts, as before: smoke does not require discrimination
+    a = discriminations(runs / RUN_A)
+    assert {name: d["status"] for name, d in a.items()} == {
+        "kafka-broker-disconnect": "not_run", "slow-s3-put": "not_discriminating", "driver-latency": "discriminating",
+        "corrupted-sst": "discriminating", "process-crash": "not_run"}
+    # corrupted-sst: the naive job dies on the damaged SST (the incident) and stays dead
+    assert failed_on(a["corrupted-sst"]) == ["progress", "recovery", "lost", "logs"]
+    sst = {c["name"]: c for c in a["corrupted-sst"]["checks"]}
+    assert sst["logs"]["message"].startswith("forbidden 'Bad table magic number' matched "
+                                             "logs/job-naive-d8d3dc58-2.log:48")
+    assert sst["lost"]["measured"] == "22156" and sst["recovery"]["measured"] == "not recovered"
+    assert (sst["duplicated"]["verdict"], sst["lineage"]["verdict"]) == ("NODATA", "NODATA")  # passed, on 1 of 3
+    assert "passing fewer faults proves nothing" in sst["lineage"]["message"]
+    # driver-latency in this run: batches every 2-3 s after the pause, never 3 healthy samples in a row
+    assert failed_on(a["driver-latency"]) == ["recovery"]
+    slow = {c["name"]: (c["verdict"], c["measured"]) for c in a["slow-s3-put"]["checks"]}
+    assert slow == {"progress": ("PASSED", "steady: +3, inject: +1, recover: +14"), "recovery": ("PASSED", "28.5s"),
+                    "lost": ("PASSED", "0"), "duplicated": ("PASSED", "0")}
+
+    assert cli.check(runs / RUN_B) == 0
+    b = discriminations(runs / RUN_B)
+    assert {name: d["status"] for name, d in b.items()} == {
+        "kafka-broker-disconnect": "not_discriminating", "slow-s3-put": "not_run",
+        "driver-latency": "not_discriminating", "process-crash": "not_run"}
+    assert {c["name"]: c["measured"] for c in b["kafka-broker-disconnect"]["checks"]} == {
+        "progress": "steady: +2, inject: +3, recover: +5", "recovery": "5.1s", "lost": "0", "duplicated": "0",
+        "probe:processed_rate": "1/7 outside (14%)"}
+    assert {c["name"]: c["measured"] for c in b["driver-latency"]["checks"]}["recovery"] == "7.3s"
+
+
+def _require(run_dir: Path, waive: str | None = None) -> None:
+    """What the nightly suite writes: require_discrimination in every spec.json (and a waiver in one)."""
+    for path in run_dir.glob("*/spec.json"):
+        spec = json.loads(path.read_text())
+        spec["require_discrimination"] = True
+        if waive and path.parent.name == waive:
+            spec["cannot_discriminate"] = "Spark has no checkpoint acknowledgement that can time out"
+        path.write_text(json.dumps(spec))
+
+
+def test_a_stored_run_judged_as_a_nightly_fails_on_its_non_discriminating_experiments(runs, capsys):
+    _require(runs / RUN_B)
+    assert cli.check(runs / RUN_B) == 1  # every arm PASSED; two experiments do not discriminate
+    results = json.loads((runs / RUN_B / "results.json").read_text())
+    assert results["verdict"] == "FAILED"
+    assert {e["name"]: e["verdict"] for e in results["experiments"]} == {
+        "kafka-broker-disconnect": "FAILED", "slow-s3-put": "PASSED", "driver-latency": "FAILED",
+        "process-crash": "PASSED"}
+    out = capsys.readouterr().out
+    assert "NOT DISCRIMINATING  kafka-broker-disconnect: a job without the hardening passes every hardened target " \
+           "(required by this suite: FAILED)" in out
+    assert "discrimination (the control judged by the hardened targets): 2 not discriminating, 2 not run" in out
+
+    _require(runs / RUN_B, waive="driver-latency")
+    cli.check(runs / RUN_B)
+    b = discriminations(runs / RUN_B)
+    assert (b["driver-latency"]["status"], b["driver-latency"]["verdict"]) == ("waived", "PASSED")
+    assert b["kafka-broker-disconnect"]["verdict"] == "FAILED"
+
+
+def page(run_dir: Path) -> str:
+    """index.html's text without the plots (they take ~0.2 s each and show nothing of the discrimination)."""
+    return render_report(load_run(run_dir, with_timelines=False))
+
+
+def test_the_report_shows_one_line_per_experiment_and_junit_one_case(runs):
+    cli.check(runs / RUN_A)
+    text = page(runs / RUN_A)
+    sst = text[text.index('<section id="corrupted-sst">'):]
+    sst = sst[:sst.index('<div class="arm"')]
+    assert '<p class="disc disc-discriminating" data-status="discriminating">a job without the hardening: FAILED on ' \
+           "progress (no batch completed during recover" in sst
+    assert "FAILED on logs (forbidden &#x27;Bad table magic number&#x27; matched" in sst
+    slow = text[text.index('<section id="slow-s3-put">'):]
+    assert '<p class="disc disc-not_discriminating" data-status="not_discriminating">NOT DISCRIMINATING: a job ' \
+           "without the hardening passes every hardened target (reported only: this suite does not require " \
+           "discrimination)</p>" in slow[:slow.index('<div class="arm"')]
+    assert '<table class="discrimination">' in text and text.count('<td class="disc disc-') == 5
+
+    suite = ET.parse(write_junit(runs / RUN_A)).getroot().find("testsuite")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert suite.get("tests") == str(6 + 5) and suite.get("failures") == "3" and suite.get("skipped") == "3"
+    passed = cases["driver-latency/discrimination"]
+    assert [c.tag for c in passed] == ["properties", "system-out"]
+    assert passed.get("classname") == "driver-latency"
+    props = {p.get("name"): p.get("value") for p in passed.find("properties")}
+    assert props == {"status": "discriminating", "required": "false", "measured": "discriminating",
+                     "control": "naive", "failed_on": "recovery"}
+    assert "FAILED recovery: expected <= 30s, measured not recovered." in passed.find("system-out").text
+    assert cases["slow-s3-put/discrimination"].find("skipped").get("message").startswith("NOT DISCRIMINATING")
+
+    _require(runs / RUN_A)
+    cli.check(runs / RUN_A)
+    suite = ET.parse(write_junit(runs / RUN_A)).getroot().find("testsuite")
+    failure = suite.find("testcase[@name='slow-s3-put/discrimination']/failure")
+    assert failure.get("message") == NOT_DISCRIMINATING and failure.get("type") == "NOT_DISCRIMINATING"
+    assert suite.get("failures") == "4"
+    text = page(runs / RUN_A)
+    assert "passes every hardened target (required by this suite: the experiment fails)</p>" in text
+
+
+def test_an_older_results_json_has_no_discrimination_and_reports_as_before(runs):
+    results = json.loads((FIXTURES / RUN_A / "results.json").read_text())
+    assert all("discrimination" not in e for e in results["experiments"])
+    text = page(runs / RUN_A)
+    assert 'class="disc' not in text and '<table class="discrimination">' not in text
+    names = [c.get("name") for c in ET.parse(write_junit(runs / RUN_A)).getroot().iter("testcase")]
+    assert not [n for n in names if n.endswith("/discrimination")]
