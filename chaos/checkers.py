@@ -1203,7 +1203,23 @@ def judge_run(run_dir: str | Path) -> dict:
         verdict = INTERRUPTED
     elif status != "completed":  # error, or a harness that never finished (running): the environment broke
         verdict = worst([verdict, "UNKNOWN"])
-    return {"verdict": verdict, "status": status, "experiments": experiments, "flaky": flaky}
+    results = {"verdict": verdict, "status": status, "experiments": experiments, "flaky": flaky}
+    rows = mutate_plan(run_dir)
+    if rows is not None:  # a mutate run: its mutants are meant to fail; the run passes when every switch is killed
+        from .mutate import matrix
+
+        results["mutation"] = matrix(results, rows)
+        if status == "completed":
+            switches = results["mutation"]["switches"].values()
+            results["verdict"] = ("FAILED" if any(s["status"] == "survived" for s in switches)
+                                  else "UNKNOWN" if any(s["status"] == "unknown" for s in switches) else "PASSED")
+    return results
+
+
+def mutate_plan(run_dir: Path) -> list[dict] | None:
+    from .mutate import read_plan
+
+    return read_plan(run_dir)
 
 
 _REPEAT = re.compile(r"\.r(\d+)$")

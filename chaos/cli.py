@@ -235,6 +235,38 @@ def run(names: list[str], suite: str | None, scale: float | None, backend: str, 
 
 
 
+def mutate(names: list[str], suite: str | None, scale: float | None, switches: list[str] | None, backend: str,
+           out: Path | None, argv: list[str], seed: int | None = None) -> int:
+    """Every claimed hardening switch off in turn (chaos/mutate.py); exit 0 when every switch run is killed."""
+    from .mutate import headline, plan, write_plan
+    from .run import run_experiments
+    from .switches import SWITCHES
+
+    unknown = [s for s in switches or [] if s not in SWITCHES]
+    if unknown:
+        raise errors.ChaosError(f"unknown switch {unknown[0]!r}; allowed: {', '.join(SWITCHES)}", errors.USAGE)
+    _name, specs, _repeat = _resolve(names, suite or (None if names else "smoke"), scale)
+    if seed is not None:
+        specs = [dataclasses.replace(spec, seed=seed) for spec in specs]
+    rows = plan(specs, switches)
+    if not rows:
+        raise errors.ChaosError("no experiment here claims a hardening switch (its spec's `claims`); nothing to "
+                                "mutate", errors.USAGE)
+    clean_dead_runs()
+    run_dir = new_run_dir("mutate", out)
+    _progress(f"run directory: {run_dir}")
+    _progress(f"{len(rows)} mutants: " + ", ".join(f"{r['experiment']} without {r['switch']}" for r in rows))
+    write_plan(run_dir, rows)
+    results = run_experiments([r["mutant"] for r in rows], run_dir, "mutate", backend=backend, argv=argv,
+                              say=_progress)
+    mutation = results.get("mutation") or {}
+    for cell in mutation.get("cells", []):
+        print(f"{cell['status'].upper():<9} {cell['experiment']} without {cell['switch']}: {cell['why']}")
+    print(headline(mutation) if mutation else "no mutation matrix (the run did not complete)")
+    print(f"report: {run_dir / 'index.html'}")
+    return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
+
+
 def reproduce(incident: str, scale: float | None, backend: str, out: Path | None, argv: list[str]) -> int:
     """Run the control (naive) arm of every experiment that reproduces `incident` (its number, e.g. 001, or a
     part of its file name) and show what was observed next to what the incident showed."""
@@ -393,7 +425,8 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--scale", type=_positive_float, help="multiply every phase and fault time by this")
     run_cmd.add_argument("--backend", choices=BACKENDS, default="local")
     run_cmd.add_argument("--arms", type=lambda text: text.split(","), help="only these arms (hardened,naive)")
-    run_cmd.add_argument("--seed", type=_seed, help="replace every experiment's seed (workload and fault jitter); "
+    run_cmd.add_argument("--seed", type=_seed, help="replace every experiment's seed (workload, fault jitter and "
+                         "lifecycle-trigger draws), or `random`; "
                          "the seed used is in each experiment's spec.json")
     run_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
@@ -403,6 +436,17 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("list", help="the experiments and suites")
     commands.add_parser("clean", help="stop what runs killed with SIGKILL left running, and close their results")
 
+    mutate_cmd = commands.add_parser(
+        "mutate", help="each hardening switch an experiment claims turned off in turn: the hardened arm must then fail "
+                       "an outcome check (default: the smoke suite's experiments)")
+    mutate_cmd.add_argument("experiments", nargs="*", help="experiment names or YAML paths (default: --suite)")
+    mutate_cmd.add_argument("--suite", help="smoke (default), nightly, pre-release or a suite file")
+    mutate_cmd.add_argument("--switch", dest="switches", action="append",
+                            help="only this switch (repeatable; default: every claimed one)")
+    mutate_cmd.add_argument("--scale", type=_positive_float, help="replace the suite's scale")
+    mutate_cmd.add_argument("--seed", type=_seed, help="replace every experiment's seed, or `random`")
+    mutate_cmd.add_argument("--backend", choices=BACKENDS, default="local")
+    mutate_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
     reproduce_cmd = commands.add_parser("reproduce", help="run the control arm of the experiments that reproduce an "
                                         "incident; show the observed error next to the incident's")
     reproduce_cmd.add_argument("incident", help="incident number (e.g. 001) or part of its file name")
@@ -474,6 +518,12 @@ def _positive_int(text: str) -> int:
 
 
 def _seed(text: str) -> int:
+    if text == "random":  # a new schedule; the seed drawn is in each experiment's spec.json (and printed)
+        import secrets
+
+        value = secrets.randbelow(2**31)
+        print(f"chaos: --seed random drew {value}", file=sys.stderr)
+        return value
     try:
         value = int(text)
     except ValueError:
@@ -502,6 +552,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return list_experiments()
     if args.command == "clean":
         return clean()
+    if args.command == "mutate":
+        return mutate(args.experiments, args.suite, args.scale, args.switches, args.backend, args.out, sys.argv[1:],
+                      seed=args.seed)
     if args.command == "reproduce":
         return reproduce(args.incident, args.scale, args.backend, args.out, sys.argv[1:])
     if args.command == "report":

@@ -695,6 +695,7 @@ def render_report(run: Run) -> str:
         facts.append(_duration(meta))
     body = [f'<div class="banner" style="background:{VERDICT_COLOURS[verdict]}"><h1>{_e(verdict)}</h1>'
             f'<span>{_e(run.dir.name)}</span><span class="meta">{_e(" · ".join(facts))}</span></div>',
+            *_mutation_section(run.results.get("mutation")),
             "<h2>verdicts</h2>", _summary_table(run), _discrimination_table(run)]
     if run.results.get("error"):
         body.append(f'<p class="err">{_e(run.results["error"])}</p>')
@@ -707,6 +708,35 @@ def render_report(run: Run) -> str:
     body.append('<p class="small">Built by <code>chaos report</code> from the files of this run directory '
                 "(docs/reports.md). Times are seconds since each arm started.</p>")
     return _page(f"{verdict} · {run.dir.name}", "".join(body))
+
+
+MUTANT_COLOURS = {"killed": "#2e7d32", "survived": "#c62828", "unknown": "#9e9e9e"}
+
+
+def _mutation_section(mutation: dict | None) -> list[str]:
+    """A mutate run (chaos/mutate.py): the kill rate, then the switch x experiment matrix."""
+    if not isinstance(mutation, dict):
+        return []
+    from .mutate import headline
+
+    cells = [c for c in mutation.get("cells") or [] if isinstance(c, dict)]
+    experiments = sorted({str(c.get("experiment")) for c in cells})
+    rows = []
+    for switch, entry in sorted((mutation.get("switches") or {}).items()):
+        row = [f"<td><b>{_e(switch)}</b></td>",
+               f'<td style="color:{MUTANT_COLOURS.get(entry.get("status"), "#000")}"><b>'
+               f'{_e(entry.get("status"))}</b></td>']
+        for experiment in experiments:
+            cell = next((c for c in cells if c.get("switch") == switch and c.get("experiment") == experiment), None)
+            row.append("<td></td>" if cell is None else
+                       f'<td title="{_e(cell.get("why"))}" style="color:{MUTANT_COLOURS.get(cell.get("status"))}">'
+                       f'{_e(cell.get("status"))}</td>')
+        rows.append(f"<tr>{''.join(row)}</tr>")
+    head = "".join(f"<th>{_e(e)}</th>" for e in experiments)
+    return [f"<h2>mutation</h2><p><b>{_e(headline(mutation))}</b></p>",
+            f'<table><tr><th>switch off</th><th>mutant</th>{head}</tr>{"".join(rows)}</table>',
+            '<p class="small">killed: the hardened arm failed an outcome check with the switch off; survived: it '
+            "passed (or failed on log lines only); hover a cell for why.</p>"]
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -773,6 +803,27 @@ def _junit_discrimination(suite: ET.Element, name: str, discrimination: dict) ->
     return outcome
 
 
+def _junit_mutation(suite: ET.Element, mutation: dict, counts: dict[str, int]) -> None:
+    from .mutate import headline
+
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", name="kill_rate", value=str(mutation.get("kill_rate")))
+    ET.SubElement(properties, "property", name="mutation", value=headline(mutation))
+    for cell in mutation.get("cells") or []:
+        case = ET.SubElement(suite, "testcase", classname=f"mutate.{cell.get('switch')}",
+                             name=str(cell.get("experiment")), time="0.000")
+        counts["tests"] += 1
+        why = str(cell.get("why"))
+        if cell.get("status") == "survived":
+            counts["failures"] += 1
+            ET.SubElement(case, "failure", type="SURVIVED",
+                          message=f"{cell.get('experiment')} passes with {cell.get('switch')} off: {why}")
+        elif cell.get("status") != "killed":
+            counts["errors"] += 1
+            ET.SubElement(case, "error", type="UNKNOWN", message=why)
+        ET.SubElement(case, "system-out").text = f"{cell.get('status')}: {why}"
+
+
 def write_junit(run_dir: Path) -> Path:
     run = load_run(Path(run_dir))
     suite_name = str(run.meta.get("suite") or run.dir.name)
@@ -780,7 +831,10 @@ def write_junit(run_dir: Path) -> Path:
     suite = ET.SubElement(suites, "testsuite", name=suite_name, timestamp=run.started)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total = 0.0
-    for experiment in run.experiments:
+    mutation = run.results.get("mutation")
+    if isinstance(mutation, dict):  # a mutate run: a case per mutant, green when the mutant is killed
+        _junit_mutation(suite, mutation, counts)
+    for experiment in run.experiments if not isinstance(mutation, dict) else []:
         for arm in run.arms.get(str(experiment.get("name", "?")), []):
             seconds = _arm_seconds(arm.timeline)
             total += seconds

@@ -208,6 +208,9 @@ class ExperimentSpec:
     # Set by a suite with `require_discrimination: true` (never by the experiment's YAML): a control that passes
     # every hardened target then fails the experiment. Kept in spec.json, so `chaos check` judges as `chaos run` did.
     require_discrimination: bool = False
+    # The hardening switches (chaos/switches.py) this experiment exists to need: `chaos mutate` turns each off in
+    # turn and the hardened arm must then fail an outcome check.
+    claims: tuple[str, ...] = ()
 
     def arm(self, profile: str) -> Arm:
         for arm in self.arms:
@@ -238,7 +241,11 @@ class ExperimentSpec:
             length = job.max_session_length
             changes["max_session_ms"] = None if length is None else round(length * 1000)
         for name, value in self.arm(profile).settings.items():
-            changes[name] = {**base.kafka_options, **value} if name == "kafka_options" else value
+            if name in _OPTION_MAPS:  # merged over the profile's own; a None value removes the profile's key
+                merged = {**getattr(base, name), **value}
+                changes[name] = {key: v for key, v in merged.items() if v is not None}
+            else:
+                changes[name] = value
         return dataclasses.replace(base, **changes)
 
     def to_dict(self) -> dict[str, object]:
@@ -324,7 +331,7 @@ def _arm_from_plain(d: Mapping) -> Arm:
 
 
 def _spec_from_plain(d: Mapping) -> ExperimentSpec:
-    d = _known(d, ExperimentSpec, optional=("warm_up", "cannot_discriminate", "require_discrimination"))
+    d = _known(d, ExperimentSpec, optional=("warm_up", "cannot_discriminate", "require_discrimination", "claims"))
     faults = [_known(f, Fault, optional=("on",)) for f in d["faults"]]
     return ExperimentSpec(
         source=d["source"], scale=d["scale"], name=d["name"], description=d["description"],
@@ -342,6 +349,7 @@ def _spec_from_plain(d: Mapping) -> ExperimentSpec:
         warm_up=d.get("warm_up", True),
         cannot_discriminate=d.get("cannot_discriminate"),
         require_discrimination=d.get("require_discrimination", False),
+        claims=tuple(d.get("claims", ())),
     )
 
 
@@ -526,7 +534,7 @@ def _seconds(value: float) -> str:
 # -- sections ------------------------------------------------------------------------------------------------
 
 _TOP = ("name", "description", "incident", "seed", "workload", "job", "phases", "faults", "probes", "arms", "warm_up",
-        "cannot_discriminate")
+        "cannot_discriminate", "claims")
 _TOP_REQUIRED = ("name", "description", "incident", "seed", "workload", "phases", "faults", "arms")
 _SHAPE_PARAMS = {"zipf": ("zipf_s",), "hot_key": ("hot_key_share",),
                  "rotating": ("rotation_live_actors", "rotation_gap")}
@@ -535,7 +543,9 @@ _WORKLOAD = ("shape", "keys", "rate", "partitions", "payload_bytes", "zipf_s", "
 _JOB = ("session_gap", "max_session_length", "watermark", "trigger")
 _SETTINGS: Mapping[str, Callable[[object, Path_], object]] = {
     "max_offsets_per_trigger": lambda v, p: None if v is None else _int(v, p, minimum=1),
-    "kafka_options": lambda v, p: _kafka_options(v, p),
+    "kafka_options": lambda v, p: _option_map(v, p, "kafka."),
+    "s3a_options": lambda v, p: _option_map(v, p, ""),
+    "spark_options": lambda v, p: _option_map(v, p, "spark."),
     "changelog_checkpointing": _bool,
     "min_batches_to_retain": lambda v, p: _int(v, p, minimum=2),
     "state_impl": lambda v, p: _choice(v, p, STATE_IMPLS),
@@ -799,16 +809,24 @@ def _phase_list(raw: object, path: Path_) -> tuple[str, ...]:
     return phases
 
 
-def _kafka_options(raw: object, path: Path_) -> dict[str, str]:
+_OPTION_MAPS = ("kafka_options", "s3a_options", "spark_options")
+
+
+def _option_map(raw: object, path: Path_, prefix: str) -> dict[str, str | None]:
+    """kafka.* client options, fs.s3a.* options (without the prefix, e.g. connection.timeout) or spark.* settings,
+    merged over the profile's own; null removes one of the profile's."""
+    what = {"kafka.": "Kafka client options (kafka.*)", "spark.": "Spark settings (spark.*)",
+            "": "fs.s3a.* options without the prefix (e.g. connection.timeout)"}[prefix]
     if not isinstance(raw, dict):
-        raise _Invalid(path, f"must be a mapping, got {_show(raw)}", "a mapping of kafka.* options to values")
-    options = {}
+        raise _Invalid(path, f"must be a mapping, got {_show(raw)}", f"a mapping of {what} to values or null")
+    options: dict[str, str | None] = {}
     for key, value in raw.items():
-        if not isinstance(key, str) or not key.startswith("kafka."):
-            raise _Invalid(path + (str(key),), "is not a Kafka client option", "keys starting with kafka.")
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise _Invalid(path + (key,), f"{_show(value)} is not valid", "a string or a number")
-        options[key] = str(value)
+        if not isinstance(key, str) or not key.startswith(prefix) or not re.fullmatch(r"[A-Za-z0-9._-]{1,120}", key) \
+                or (not prefix and key.startswith("fs.")):
+            raise _Invalid(path + (str(key),), "is not a valid option name", what)
+        if value is not None and (not isinstance(value, (str, int, float)) or isinstance(value, bool)):
+            raise _Invalid(path + (key,), f"{_show(value)} is not valid", "a string, a number, or null (remove)")
+        options[key] = None if value is None else str(value)
     return options
 
 
@@ -957,7 +975,22 @@ def _experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
         warm_up=_bool(top.get("warm_up", True), ("warm_up",)),
         cannot_discriminate=(_text(top["cannot_discriminate"], ("cannot_discriminate",))
                              if "cannot_discriminate" in top else None),
+        claims=_claims(top.get("claims", [])),
     )
+
+
+def _claims(raw: object) -> tuple[str, ...]:
+    from .switches import SWITCHES
+
+    path = ("claims",)
+    if not isinstance(raw, list):
+        raise _Invalid(path, f"{_show(raw)} is not a list", "a list of hardening switches: " + ", ".join(SWITCHES))
+    for index, name in enumerate(raw):
+        if not isinstance(name, str) or name not in SWITCHES:
+            raise _Invalid(path + (str(index),), f"unknown switch {_show(name)}", ", ".join(SWITCHES))
+    if len(set(raw)) != len(raw):
+        raise _Invalid(path, f"{_show(raw)} names a switch twice", "distinct switches")
+    return tuple(raw)
 
 
 # -- loading -------------------------------------------------------------------------------------------------
@@ -1053,6 +1086,18 @@ def _only_arms(merged: dict, raw: object, path: Path, epath: Path_) -> dict:
     return {**merged, "arms": {name: arms[name] for name in have if name in raw}}
 
 
+def _entry_seed(value: object, path: Path_) -> int | None:
+    """A suite entry's `seed`: an integer >= 0, or `random` (a new one each run: the nightly draws new moments every
+    night; the seed it drew is in the run's spec.json, and `chaos run --seed N` reruns it)."""
+    if value is None:
+        return None
+    if value == "random":
+        import secrets
+
+        return secrets.randbelow(2**31)
+    return _int(value, path, minimum=0)
+
+
 def load_suite(path: str | Path, scale: float | None = None) -> Suite:
     """Load a suite: every experiment with the suite's overrides merged in and its scale applied, all validated.
     An error caused by an override names the suite file and the override's path. `scale` replaces the suite's
@@ -1085,7 +1130,8 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
     for i, raw in enumerate(raw_entries):
         epath = ("experiments", str(i))
         try:
-            entry = _mapping(raw, epath, ("path", "scale", "overrides", "arms"), required=("path",))
+            entry = _mapping(raw, epath, ("path", "scale", "overrides", "arms", "seed"), required=("path",))
+            entry_seed = _entry_seed(entry.get("seed"), epath + ("seed",))
             relative = _text(entry["path"], epath + ("path",))
             overrides = _mapping(entry.get("overrides", {}), epath + ("overrides",), _TOP)
             entry_scale = (_number(entry["scale"], epath + ("scale",), above=0) if "scale" in entry else None)
@@ -1111,6 +1157,8 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
         names[spec.name] = i
         if require:
             spec = dataclasses.replace(spec, require_discrimination=True)
+        if entry_seed is not None:  # the seed drawn or given here is the one spec.json records
+            spec = dataclasses.replace(spec, seed=entry_seed)
         entries.append(SuiteEntry(spec=spec, overrides=MappingProxyType(overrides), scale=entry_scale))
     return Suite(source=str(path), name=name, description=description, scale=suite_scale, entries=tuple(entries),
                  repeat=repeat, require_discrimination=require)

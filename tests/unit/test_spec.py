@@ -129,7 +129,7 @@ def _append_fault(fault):
 CORPUS = [
     ("unknown field", _set("colour", "red"),
      "colour: unknown field; allowed: name, description, incident, seed, workload, job, phases, faults, probes, arms, "
-     "warm_up, cannot_discriminate"),
+     "warm_up, cannot_discriminate, claims"),
     ("missing field", lambda d: d.pop("seed"), "seed: missing; allowed: seed is required here"),
     ("bad duration", _set("phases", "steady", "10 parsecs"),
      "phases.steady: '10 parsecs' is not a duration; allowed: a duration like 500ms, 30s, 2m, 1h or a number of "
@@ -247,9 +247,9 @@ RAW_CORPUS = [
                                       "a YAML mapping"),
     ("not a mapping", "- a\n- b\n", "(document): must be a mapping, got ['a', 'b']; allowed: a mapping of name, "
                                     "description, incident, seed, workload, job, phases, faults, probes, arms, warm_up, "
-                                    "cannot_discriminate"),
+                                    "cannot_discriminate, claims"),
     ("empty file", "", "(document): must be a mapping, got None; allowed: a mapping of name, description, incident, "
-                       "seed, workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate"),
+                       "seed, workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims"),
 ]
 
 
@@ -282,7 +282,7 @@ def _suite(tmp_path: Path, entries: list, **top) -> Path:
 SUITE_CORPUS = [
     ("an override of an unknown field", [{"path": "exp.yaml", "overrides": {"colour": 1}}],
      "{suite}: experiments.0.overrides.colour: unknown field; allowed: name, description, incident, seed, "
-     "workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate"),
+     "workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims"),
     ("an invalid override value", [{"path": "exp.yaml", "overrides": {"workload": {"rate": -1}}}],
      "{suite}: experiments.0.overrides.workload.rate: -1 is not valid; allowed: a number > 0"),
     ("an override that replaces a list", [{"path": "exp.yaml", "overrides": {"faults": [{"fault": "nope"}]}}],
@@ -299,7 +299,7 @@ SUITE_CORPUS = [
     ("a missing experiment file", [{"path": "nope.yaml"}],
      "{suite}: experiments.0.path: {dir}/nope.yaml is not a file; allowed: a path relative to the suite file"),
     ("an unknown entry field", [{"path": "exp.yaml", "repeat": 2}],
-     "{suite}: experiments.0.repeat: unknown field; allowed: path, scale, overrides, arms"),
+     "{suite}: experiments.0.repeat: unknown field; allowed: path, scale, overrides, arms, seed"),
     ("an arm the experiment lacks", [{"path": "exp.yaml", "arms": ["hardened", "canary"]}],
      "{suite}: experiments.0.arms: ['hardened', 'canary'] is not valid; allowed: a non-empty list of distinct arms "
      "of t-spec: hardened, naive"),

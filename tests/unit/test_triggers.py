@@ -110,3 +110,20 @@ def test_a_bad_trigger_is_one_line_naming_its_field(tmp_path, on, fault, message
     with pytest.raises(SpecError) as caught:
         _with_on(tmp_path, on, fault)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_suite_entry_can_draw_a_new_seed_each_run_and_the_spec_records_it(tmp_path):
+    import yaml
+
+    from chaos.spec import load_suite
+
+    write(tmp_path, base())
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump({"name": "s", "experiments": [
+        {"path": "exp.yaml", "seed": "random"}, {"path": "exp.yaml", "seed": 7, "overrides": {"name": "again"}}]}))
+    seeds = {load_suite(tmp_path / "suite.yaml").entries[0].spec.seed for _ in range(5)}
+    assert len(seeds) > 1  # drawn per load, not fixed
+    assert load_suite(tmp_path / "suite.yaml").entries[1].spec.seed == 7
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"name": "s", "experiments": [{"path": "exp.yaml",
+                                                                                       "seed": "often"}]}))
+    with pytest.raises(SpecError, match="experiments.0.seed: 'often' is not valid"):
+        load_suite(tmp_path / "bad.yaml")

@@ -1,0 +1,131 @@
+"""`chaos mutate`: every hardening switch turned off in turn, in the experiments that claim it; a verdict that does not
+change when a feature is gone proves nothing about the feature.
+
+The plan (pure): for each experiment and each switch it `claims` (chaos/switches.py), a mutant spec that runs only
+the hardened arm, with that one switch off and nothing else changed, named `<experiment>--<switch>`. The mutants run
+as one suite run (one stack); `mutation.json` in the run directory records the plan, so `chaos check` re-judges it.
+
+The matrix (pure, from results.json): a mutant is **killed** when its arm FAILS (or HANGs) on an outcome check —
+lost, duplicated, recovery, progress, lag, state, the second deployment's refusal, lineage, a steady-state probe —
+never on a log line (a feature's own message is no evidence of its necessity); **survived** when it passes, or
+fails on log checks only; **unknown** when the environment failed or nothing was measured. A switch is killed when
+any experiment kills it; the kill rate is killed switches over switches run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from types import MappingProxyType
+from typing import Iterable, Mapping, Sequence
+
+from .spec import ExperimentSpec
+from .switches import SWITCHES
+
+PLAN_FILE = "mutation.json"
+OUTCOME_CHECKS = ("lost", "duplicated", "recovery", "progress", "max_lag", "state", "refused_within", "lineage")
+SEPARATOR = "--"
+
+
+def _merged(settings: Mapping[str, object], off: Mapping[str, object]) -> dict[str, object]:
+    merged = dict(settings)
+    for name, value in off.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(name), Mapping):
+            merged[name] = {**merged[name], **value}
+        else:
+            merged[name] = dict(value) if isinstance(value, Mapping) else value
+    return merged
+
+
+def mutant(spec: ExperimentSpec, switch: str) -> ExperimentSpec:
+    """The experiment's hardened arm alone, with `switch` off."""
+    off = SWITCHES[switch]
+    hardened = spec.arm("hardened")
+    arm = dataclasses.replace(hardened, settings=MappingProxyType(_merged(hardened.settings, off.off)))
+    job = spec.job
+    if "max_session_length" in off.job_off:
+        job = dataclasses.replace(job, max_session_length=off.job_off["max_session_length"],
+                                  max_session_length_set=True)
+    return dataclasses.replace(spec, name=f"{spec.name}{SEPARATOR}{switch}", arms=(arm,), job=job, claims=(),
+                               require_discrimination=False, cannot_discriminate=None)
+
+
+def plan(specs: Iterable[ExperimentSpec], switches: Sequence[str] | None = None) -> list[dict]:
+    """[{experiment, switch, mutant}] for every claimed switch (of `switches`, default all) of every experiment with a
+    hardened arm."""
+    rows = []
+    for spec in specs:
+        if not any(arm.profile == "hardened" for arm in spec.arms):
+            continue
+        for switch in spec.claims:
+            if switches is None or switch in switches:
+                rows.append({"experiment": spec.name, "switch": switch, "mutant": mutant(spec, switch)})
+    return rows
+
+
+def write_plan(run_dir: Path, rows: list[dict]) -> None:
+    (run_dir / PLAN_FILE).write_text(json.dumps(
+        [{"experiment": r["experiment"], "switch": r["switch"], "mutant": r["mutant"].name} for r in rows],
+        indent=1) + "\n")
+
+
+def read_plan(run_dir: Path) -> list[dict] | None:
+    try:
+        rows = json.loads((run_dir / PLAN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return rows if isinstance(rows, list) else None
+
+
+def _outcome(check: Mapping[str, object]) -> bool:
+    name = str(check.get("name"))
+    return name in OUTCOME_CHECKS or name.startswith("probe:")
+
+
+def mutant_status(arm: Mapping[str, object] | None) -> tuple[str, str]:
+    """(killed | survived | unknown, why) for one mutant arm's result."""
+    if arm is None:
+        return "unknown", "not run"
+    checks = [c for c in arm.get("checks", []) if isinstance(c, Mapping)]
+    fatal = [c for c in checks if c.get("verdict") in ("FAILED", "HANG") and _outcome(c)]
+    if fatal:
+        return "killed", "; ".join(f"{c['name']}: {c.get('message') or c.get('measured')}" for c in fatal)[:400]
+    if arm.get("verdict") == "PASSED":
+        return "survived", "every check passed"
+    if arm.get("verdict") == "FAILED":  # failed, but on log checks only: the feature's own lines are no evidence
+        failing = [str(c["name"]) for c in checks if c.get("verdict") in ("FAILED", "HANG")]
+        return "survived", f"every outcome check passed (failed only on {', '.join(failing)}: not an outcome)"
+    return "unknown", f"verdict {arm.get('verdict')}: the environment failed or nothing was measured"
+
+
+def matrix(results: Mapping[str, object], rows: list[dict]) -> dict:
+    """The switch x experiment matrix of a mutate run, and the kill rate."""
+    arms = {}
+    for experiment in results.get("experiments", []):
+        hardened = next((a for a in experiment.get("arms", []) if a.get("profile") == "hardened"), None)
+        arms[experiment.get("name")] = hardened
+    cells, switches = [], {}
+    for row in rows:
+        status, why = mutant_status(arms.get(row["mutant"]))
+        cells.append({**row, "status": status, "why": why})
+        entry = switches.setdefault(row["switch"], {"killed_by": [], "survived": [], "unknown": []})
+        entry["killed_by" if status == "killed" else status].append(row["experiment"])
+    for name, entry in switches.items():
+        entry["status"] = ("killed" if entry["killed_by"] else "unknown" if entry["unknown"] and not entry["survived"]
+                           else "survived")
+    judged = [s for s in switches.values() if s["status"] != "unknown"]
+    killed = [name for name, s in switches.items() if s["status"] == "killed"]
+    unclaimed = sorted(set(SWITCHES) - set(switches))
+    return {"cells": cells, "switches": switches, "killed": len(killed), "judged": len(judged),
+            "kill_rate": round(len(killed) / len(judged), 3) if judged else None,
+            "survivors": sorted(name for name, s in switches.items() if s["status"] == "survived"),
+            "not_run": unclaimed}
+
+
+def headline(mutation: Mapping[str, object]) -> str:
+    rate = mutation.get("kill_rate")
+    shown = "n/a" if rate is None else f"{rate * 100:.0f} %"
+    survivors = mutation.get("survivors") or []
+    return (f"mutation kill rate {shown}: {mutation.get('killed')} of {mutation.get('judged')} switches killed"
+            + (f"; survivors: {', '.join(survivors)}" if survivors else "")
+            + (f"; no experiment claims: {', '.join(mutation['not_run'])}" if mutation.get("not_run") else ""))

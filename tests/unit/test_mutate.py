@@ -1,0 +1,84 @@
+"""`chaos mutate` (chaos/mutate.py, chaos/switches.py): the mutants it plans and how it judges them, pure."""
+from __future__ import annotations
+
+import json
+
+from chaos.mutate import matrix, mutant, mutant_status, plan
+from chaos.spec import load_experiment
+from chaos.switches import SWITCHES
+from job.settings import FACTORIES
+
+from .test_spec import ROOT
+
+
+def spec(name: str):
+    return load_experiment(ROOT / "experiments" / f"{name}.yaml")
+
+
+def settings_of(mutated):
+    return mutated.apply_settings("hardened", FACTORIES["hardened"]("t", "d", "p"))
+
+
+def test_each_mutant_turns_exactly_one_switch_off():
+    base = settings_of(spec("kafka-broker-disconnect"))
+    for switch in SWITCHES:
+        mutated = settings_of(mutant(spec("kafka-broker-disconnect"), switch))
+        changed = {f for f in base.__dataclass_fields__ if getattr(base, f) != getattr(mutated, f)}
+        expected = set(SWITCHES[switch].off) | ({"max_session_ms"} if SWITCHES[switch].job_off else set())
+        assert changed == expected, (switch, changed)
+    assert settings_of(mutant(spec("kafka-broker-disconnect"), "kafka_options")).kafka_options == {}
+    assert settings_of(mutant(spec("slow-s3-put"), "s3a_options")).s3a_options == {}
+    assert "spark.task.maxFailures" not in settings_of(mutant(spec("slow-s3-put"), "task_retries")).spark_options
+    assert settings_of(mutant(spec("hot-key-session-growth"), "max_session")).max_session_ms is None
+
+
+def test_the_plan_runs_the_hardened_arm_alone_once_per_claimed_switch():
+    specs = [spec("corrupted-sst"), spec("checkpoint-collision"), spec("driver-latency")]
+    rows = plan(specs)
+    assert [(r["experiment"], r["switch"]) for r in rows] == [
+        ("corrupted-sst", "verify_state"), ("corrupted-sst", "spark_snapshot_repair"), ("checkpoint-collision", "lease")]
+    assert all([a.profile for a in r["mutant"].arms] == ["hardened"] for r in rows)
+    assert rows[0]["mutant"].name == "corrupted-sst--verify_state" and not rows[0]["mutant"].claims
+    assert [r["switch"] for r in plan(specs, ["lease"])] == ["lease"]
+
+
+def _arm(verdict, *checks):
+    return {"profile": "hardened", "verdict": verdict,
+            "checks": [{"name": name, "verdict": v, "message": f"{name} {v}"} for name, v in checks]}
+
+
+def test_a_mutant_is_killed_only_by_an_outcome_never_by_a_log_line():
+    assert mutant_status(_arm("FAILED", ("lost", "FAILED"), ("logs", "PASSED")))[0] == "killed"
+    assert mutant_status(_arm("HANG", ("progress", "HANG")))[0] == "killed"
+    assert mutant_status(_arm("FAILED", ("probe:lag", "FAILED")))[0] == "killed"
+    survived, why = mutant_status(_arm("FAILED", ("lost", "PASSED"), ("logs", "FAILED")))
+    assert survived == "survived" and "logs" in why
+    assert mutant_status(_arm("PASSED", ("lost", "PASSED")))[0] == "survived"
+    assert mutant_status(_arm("UNKNOWN", ("environment", "UNKNOWN")))[0] == "unknown"
+    assert mutant_status(None)[0] == "unknown"
+
+
+def test_the_matrix_kills_a_switch_when_any_experiment_kills_it():
+    rows = [{"experiment": "a", "switch": "lease", "mutant": "a--lease"},
+            {"experiment": "b", "switch": "lease", "mutant": "b--lease"},
+            {"experiment": "a", "switch": "supervise", "mutant": "a--supervise"}]
+    results = {"experiments": [
+        {"name": "a--lease", "arms": [_arm("PASSED", ("lost", "PASSED"))]},
+        {"name": "b--lease", "arms": [_arm("FAILED", ("refused_within", "FAILED"))]},
+        {"name": "a--supervise", "arms": [_arm("PASSED", ("lost", "PASSED"))]}]}
+    result = matrix(results, rows)
+    assert result["switches"]["lease"]["status"] == "killed" and result["switches"]["lease"]["killed_by"] == ["b"]
+    assert result["survivors"] == ["supervise"] and result["kill_rate"] == 0.5
+    assert "max_session" in result["not_run"]
+
+
+def test_judge_run_writes_the_matrix_of_a_stored_mutate_run(tmp_path):
+    from chaos.checkers import judge_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"status": "completed", "experiments": []}))
+    (run / "mutation.json").write_text(json.dumps([{"experiment": "x", "switch": "lease", "mutant": "x--lease"}]))
+    results = judge_run(run)
+    assert results["mutation"]["switches"]["lease"]["status"] == "unknown"  # the mutant never ran
+    assert results["verdict"] == "UNKNOWN"
