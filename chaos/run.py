@@ -202,6 +202,7 @@ class ArmRun:
             self.history.job("started", name, pid=process.pid,
                              log=str(process.log_path.relative_to(self.stack.run_dir)))
             self.watch.job_started()
+            self.last_start = time.monotonic()  # a restart is a disruption recovery is measured from, like a heal
 
     def _checkpoint_keys(self) -> list[str]:
         prefix = self.arm.checkpoint_prefix + "/"
@@ -407,6 +408,8 @@ class ArmRun:
         if judged_in_recover or any(thread.is_alive() for _fault, thread in self._fault_threads):
             return False
         healed_at = max((fault.healed_at for fault, _thread in self._fault_threads if fault.healed_at), default=None)
+        if healed_at is not None:
+            healed_at = max(healed_at, getattr(self, "last_start", healed_at))
         sampler = getattr(self, "sampler", None)
         if healed_at is None or sampler is None:
             return False

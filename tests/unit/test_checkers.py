@@ -187,6 +187,46 @@ def test_progress_by_processed_rate_alone_counts_as_healthy(story):
     assert (never.verdict, never.measured) == ("FAILED", "not recovered")
 
 
+def test_recovery_is_measured_from_each_disruption_a_restart_on_a_damaged_checkpoint_included(story):
+    """A corruption's heal does nothing for the job: the restart on the damaged checkpoint is what it recovers from
+    (the last heal alone read ~0.1 s). Kills: each restart is measured, and the slowest counts."""
+    def after_restart(t):  # restarted at 25: no batches until 33, then caught up by 38
+        sample = healthy(t)
+        if 25 <= t < 33:
+            sample.update(batch_id=24, processed_rate=0.0, lag=int(300 * (t - 25)) + 10)
+        elif 33 <= t < 38:
+            sample.update(lag=2400 - 500 * (t - 33))
+        return sample
+    corrupt = [(25.0, "job", ("exited", "job-driver"), {"cause": "stopped to corrupt its checkpoint"}),
+               (25.0, "job", ("restarted", "job-driver"), {"pid": 2, "corrupted": {"file": "state/0/1/5.changelog"}})]
+    tl = timeline(story(metrics=after_restart, faults=[("checkpoint.corrupt", "checkpoint", 25.0, 36.0)],
+                        extra=corrupt))
+    check = check_recovery(tl, Recovery(within=30.0, healthy_samples=3, lag_below=1000))
+    assert check.measured == "11.5s" and "restart of the job (on a damaged checkpoint" in check.message
+    assert "slowest of 2 disruptions: 11.5, 0.5 s" in check.message  # its heal at 36: healthy at once
+
+    def two_kills(t):  # restarted at 22 (healthy from 26) and 45 (healthy from 55)
+        sample = healthy(t)
+        if 22 <= t < 26 or 45 <= t < 55:
+            sample.update(lag=5000)
+        return sample
+    kills = [(22.0, "job", ("exited", "job-driver"), {"cause": "signal 9"}),
+             (22.0, "job", ("restarted", "job-driver"), {"pid": 2}),
+             (45.0, "job", ("exited", "job-driver"), {"cause": "signal 9"}),
+             (45.0, "job", ("restarted", "job-driver"), {"pid": 3})]
+    slow = check_recovery(timeline(story(metrics=two_kills, faults=[("process.kill", "job-driver", 21.0, 46.0)],
+                                         extra=kills)), Recovery(within=8.0, healthy_samples=3, lag_below=1000))
+    assert (slow.verdict, slow.measured) == ("FAILED", "10.5s") and "t=45.0s" in slow.message
+
+
+def test_a_heal_followed_at_once_by_the_next_fault_is_measured_from_the_later_heal(story):
+    faults = [("network.down", "kafka", 22.0, 24.0), ("network.latency", "s3", 25.0, 35.0)]
+    check = check_recovery(timeline(story(metrics=recovering, faults=faults)), Recovery(within=20.0,
+                                                                                         healthy_samples=3,
+                                                                                         lag_below=1000))
+    assert check.verdict == "PASSED" and "network.latency on s3" in check.message
+
+
 def test_recovery_without_a_heal_or_samples_is_nodata(story):
     unhealed = check_recovery(timeline(story(faults=[("network.down", "kafka", 25.0, None)])), Recovery(10, 3, 1000))
     assert unhealed.verdict == "NODATA" and "network.down on kafka was injected but never healed" in unhealed.message
