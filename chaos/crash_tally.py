@@ -41,8 +41,13 @@ def arm_tally(arm_dir: Path) -> dict:
 
 def tally(run_dirs: list[Path]) -> dict:
     arms = []
+    seen: set[Path] = set()
     for run_dir in run_dirs:
-        for history in sorted(Path(run_dir).glob("*/*/history.jsonl")):
+        resolved = Path(run_dir).resolve()  # a `latest` link names a run already given
+        if resolved in seen:
+            continue
+        seen.add(resolved)
+        for history in sorted(resolved.glob("*/*/history.jsonl")):
             tallied = arm_tally(history.parent)
             if tallied["triggers"]:
                 arms.append(tallied)
