@@ -264,6 +264,11 @@ def _what(record: Mapping[str, object]) -> str:
     return f"the heal of {record.get('name')} on {record.get('target')} at {_at(record)}"
 
 
+def _lag_text(target: Recovery) -> str:
+    seconds = getattr(target, "lag_below_s", None)
+    return f"{_g(target.lag_below)}" + (f" ({_g(seconds)} s of input)" if seconds else "")
+
+
 def _recovery_after(tl: Timeline, target: Recovery, start: Mapping[str, object], until: float | None
                     ) -> RecoveryTime:
     """Recovery from one disruption: the first `healthy_samples` healthy samples in a row after it (and, when
@@ -283,7 +288,7 @@ def _recovery_after(tl: Timeline, target: Recovery, start: Mapping[str, object],
                 first = tl.samples[i - target.healthy_samples + 1]
                 seconds = round(_t(first) - t_start, 1)
                 return RecoveryTime(seconds, "PASSED" if seconds <= target.within else "FAILED", start,
-                                    f"lag below {_g(target.lag_below)} with progress for {target.healthy_samples} "
+                                    f"lag below {_lag_text(target)} with progress for {target.healthy_samples} "
                                     f"samples from {seconds:.1f} s after {_what(start)}")
         else:
             run = 0
@@ -294,7 +299,7 @@ def _recovery_after(tl: Timeline, target: Recovery, start: Mapping[str, object],
         # Something new hit the job before this one's bound ran out: recovery is measured from its own disruption.
         return RecoveryTime(None, "SUPERSEDED", start, f"the next fault came {window:.1f} s after {_what(start)}")
     return RecoveryTime(None, "FAILED", start,
-                        f"never {target.healthy_samples} healthy samples in a row (lag below {_g(target.lag_below)} "
+                        f"never {target.healthy_samples} healthy samples in a row (lag below {_lag_text(target)} "
                         f"with progress) in the {window:.1f} s after {_what(start)}"
                         + (" (before the next fault)" if until is not None else "") + f"; last lag {last_lag}")
 

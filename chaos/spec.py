@@ -133,6 +133,7 @@ class Recovery:
     within: float  # seconds from the last heal to health
     healthy_samples: int  # consecutive healthy samples that make health
     lag_below: float  # a healthy sample has lag below this (records) and progress
+    lag_below_s: float | None = None  # when the spec gave it as seconds of input (lag_below = seconds x rate)
 
 
 @dataclass(frozen=True)
@@ -309,7 +310,7 @@ def _targets_from_plain(d: Mapping) -> Targets:
     recovery, state, logs = d["recovery"], d["state"], d["logs"]
     return Targets(
         progress=d["progress"],
-        recovery=None if recovery is None else Recovery(**_known(recovery, Recovery)),
+        recovery=None if recovery is None else Recovery(**_known(recovery, Recovery, optional=("lag_below_s",))),
         max_lag=d["max_lag"], lost=d["lost"], duplicated=d["duplicated"],
         state=None if state is None else StateTarget(**{**_known(state, StateTarget),
                                                         "during": tuple(state["during"])}),
@@ -907,9 +908,25 @@ def _recovery(raw: object, path: Path_, phases: Phases) -> Recovery:
         raise _Invalid(path + ("within",), f"{_seconds(within)} is longer than the recover phase "
                        f"({_seconds(phases.recover)} after scaling): recovery could not be observed",
                        "within <= phases.recover (targets are not scaled)")
+    raw_lag = section["lag_below"]
+    if isinstance(raw_lag, str):  # seconds of input: turned into records with the workload's rate (_with_rate)
+        seconds = _duration(raw_lag, path + ("lag_below",), positive=True)
+        lag, lag_s = -seconds, seconds
+    else:
+        lag, lag_s = _number(raw_lag, path + ("lag_below",), above=0), None
     return Recovery(within=within,
                     healthy_samples=_int(section.get("healthy_samples", 3), path + ("healthy_samples",), minimum=1),
-                    lag_below=_number(section["lag_below"], path + ("lag_below",), above=0))
+                    lag_below=lag, lag_below_s=lag_s)
+
+
+def _with_rate(arm: Arm, rate: float) -> Arm:
+    """A recovery bound given in seconds of input, in records at the workload's rate."""
+    recovery = arm.targets.recovery
+    if recovery is None or recovery.lag_below_s is None:
+        return arm
+    records = round(recovery.lag_below_s * rate, 3)
+    targets = dataclasses.replace(arm.targets, recovery=dataclasses.replace(recovery, lag_below=records))
+    return dataclasses.replace(arm, targets=targets)
 
 
 def _state(raw: object, path: Path_) -> StateTarget:
@@ -961,7 +978,8 @@ def _experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
     raw_arms = _mapping(top["arms"], ("arms",), ARM_PROFILES)
     if not raw_arms:
         raise _Invalid(("arms",), "is empty: nothing would run", " and/or ".join(ARM_PROFILES))
-    arms = tuple(_arm(profile, raw_arms[profile], ("arms", profile), probes, phases, faults)
+    rate = _workload(top["workload"]).rate
+    arms = tuple(_with_rate(_arm(profile, raw_arms[profile], ("arms", profile), probes, phases, faults), rate)
                  for profile in ARM_PROFILES if profile in raw_arms)
     _check_overlaps(faults, arms)
     return ExperimentSpec(

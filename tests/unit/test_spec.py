@@ -552,3 +552,17 @@ def test_an_override_key_with_a_bang_replaces_the_mapping_instead_of_merging(tmp
     assert replaced.logs is None and replaced.lost == 0
     with pytest.raises(SpecError, match=r"experiments\.0\.overrides\.arms\.naive\.targets\.lost: -1 is not valid"):
         load_suite(_suite(tmp_path, [{"path": "exp.yaml", "overrides": {"arms": {"naive": {"targets!": {"lost": -1}}}}}]))
+
+
+def test_a_lag_bound_in_seconds_of_input_is_records_at_the_workloads_rate(tmp_path):
+    import json
+
+    doc = base()
+    doc["arms"]["hardened"]["targets"]["recovery"]["lag_below"] = "4s"
+    spec = load_experiment(write(tmp_path, doc))
+    recovery = spec.arm("hardened").targets.recovery
+    assert (recovery.lag_below, recovery.lag_below_s) == (4 * spec.workload.rate, 4.0)
+    assert ExperimentSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    doc["arms"]["hardened"]["targets"]["recovery"]["lag_below"] = "soon"
+    with pytest.raises(SpecError, match="recovery.lag_below: 'soon' is not a duration"):
+        load_experiment(write(tmp_path, doc))
