@@ -300,12 +300,16 @@ def test_state_plateau_and_growth_by_the_fitted_slope(story):
     assert plateau.verdict == "FAILED" and plateau.message.startswith("state grows: ")
 
 
-def test_state_bytes_are_secondary_evidence_of_growth(story):
+def test_a_plateau_needs_flat_rows_and_flat_bytes(story):
+    """The incident's shape: the naive list state holds a flat 2 rows per key while its bytes grow. Rows alone
+    passed that as a plateau (issue 17); bytes growing is growth."""
     tl = timeline(story(metrics=lambda t: {**healthy(t), "state_bytes": int(100_000 + 10_000 * (t - 20))}))
     growth = check_state(tl, StateTarget("growth", INJECT, 0.25, 0.2, None, None), 20)
     assert growth.verdict == "PASSED" and growth.message.startswith("state bytes grow +10000.0 B/s")
     plateau = check_state(tl, StateTarget("plateau", INJECT, 0.25, 0.2, None, None), 20)
-    assert plateau.verdict == "PASSED" and "bytes +" in plateau.message  # rows decide a plateau
+    assert plateau.verdict == "FAILED" and plateau.message.startswith("state grows: state bytes change +")
+    flat = check_state(timeline(story()), StateTarget("plateau", INJECT, 0.25, 0.2, None, None), 20)
+    assert flat.verdict == "PASSED" and "rows" in flat.message and "bytes" in flat.message
 
 
 def test_state_warmup_leaves_out_the_leading_ramp(story):
