@@ -131,8 +131,9 @@ def key_pattern(event: EventType, deployment: str, trigger: Trigger) -> str:
     else:
         pattern = event.key
         if trigger.batch is not None:
-            pattern = pattern.replace(r"(?P<batch>\d+)", f"(?P<batch>{trigger.batch})")
-            pattern = pattern.replace(r"(?P<version>\d+)", f"(?P<version>{trigger.batch + 1})")
+            # Output objects and manifests are named with zero-padded numbers (batch-000000000003.jsonl).
+            pattern = pattern.replace(r"(?P<batch>\d+)", f"(?P<batch>0*{trigger.batch})")
+            pattern = pattern.replace(r"(?P<version>\d+)", f"(?P<version>0*{trigger.batch + 1})")
     return "^" + re.escape(deployment + "/") + pattern
 
 

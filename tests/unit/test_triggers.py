@@ -58,6 +58,9 @@ def test_each_event_holds_exactly_the_requests_it_names():
 def test_a_batch_or_a_state_kind_narrows_the_pattern():
     assert matches("commit_written", Trigger(("commit_written",), batch=24)) == {"commits": 24}
     assert matches("commit_written", Trigger(("commit_written",), batch=3)) == {}
+    assert matches("output_written", Trigger(("output_written",), batch=31)) == {"output": 31}  # zero-padded name
+    assert matches("manifest_written", Trigger(("manifest_written",), batch=25)) == {"manifest": 25}
+    assert matches("commit_written", Trigger(("commit_written",), batch=4)) == {}  # 24 is not 4
     assert matches("state_put_done", Trigger(("state_put_done",), batch=4)) == {"changelog": 4}
     assert matches("state_put_started", Trigger(("state_put_started",), state_kind="zip")) == {"zip_tmp": 24}
     assert matches("state_put_started", Trigger(("state_put_started",), state_kind="sst")) == {"sst": None}
