@@ -648,7 +648,8 @@ def check_lineage(lineage: Mapping[str, object] | None, missing: str = "no linea
     """The checkpoint a restart would use: metadata; commits ⊆ offsets; both contiguous; at most one batch in
     flight; in every state partition, version max(commits) + 1 loadable (a snapshot at it, or a snapshot at or
     below it with a changelog for every later version up to it, or changelogs from 1 when there is no snapshot)."""
-    expected = "metadata, contiguous offsets/commits, <= 1 batch in flight, next state version loadable"
+    expected = ("metadata, contiguous offsets/commits, <= 1 batch in flight, next state version loadable, and what a "
+                "restart reads intact")
     if lineage is None:
         return Check("lineage", "NODATA", expected, "no data", f"{missing}: the checkpoint was not listed")
 
@@ -691,9 +692,14 @@ def check_lineage(lineage: Mapping[str, object] | None, missing: str = "no linea
             if not _loadable(version, snapshots, changelogs):
                 return broken(f"state version {version} loadable: partition {name} has snapshots "
                               f"{_span(sorted(snapshots))} and changelogs {_span(sorted(changelogs))}")
+    content = lineage.get("content") if isinstance(lineage.get("content"), Mapping) else None
+    if content is not None and content.get("problems"):
+        problems = [str(p) for p in content["problems"]]
+        return broken(f"what a restart reads loads: {len(problems)} problem(s): {'; '.join(problems[:3])}")
+    read = f" ({content.get('files_read')} files a restart reads, read back and intact)" if content else ""
     return Check("lineage", "PASSED", expected, measured,
-                 f"next state version {last_commit + 1} loadable in every partition" if commits
-                 else "no batch committed yet; one in flight")
+                 (f"next state version {last_commit + 1} loadable in every partition" if commits
+                  else "no batch committed yet; one in flight") + read)
 
 
 def _span(ids: Sequence[int]) -> str:

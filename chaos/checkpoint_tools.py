@@ -260,7 +260,94 @@ def lineage(s3, bucket: str, prefix: str) -> dict:
         "temporary_files": layout.temporary,
         "rollbacks": rollbacks,
         "lease": lease,
+        "content": read_what_a_restart_loads(layout, lambda key: _read(s3, bucket, f"{root}/{key}")),
     }
+
+
+def _text_problem(kind: str, data: bytes) -> str | None:
+    """Does a small checkpoint text file read as Spark writes it? (The harness's own reading, not the job's.)"""
+    try:
+        text = data.lstrip(b"\x00").decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    if kind == "metadata":
+        try:
+            return None if isinstance(json.loads(text).get("id"), str) else "no query id"
+        except (ValueError, AttributeError):
+            return "not JSON"
+    lines = [line for line in text.split("\n") if line]
+    if not lines or not re.fullmatch(r"v\d+", lines[0]):
+        return "no version line"
+    if kind == "offsets" and len(lines) < 3:
+        return "torn: no source offsets"
+    for line in lines[1:]:
+        if line == "-":
+            continue
+        try:
+            if not isinstance(json.loads(line), dict):
+                return "a line is not a JSON object"
+        except ValueError:
+            return "a line is not JSON"
+    return None
+
+
+def read_what_a_restart_loads(layout: Layout, read: Callable[[str], bytes]) -> dict:
+    """Read every file a restart of the query would read now and report what would not load: `metadata`, the newest
+    offsets entry and the one before it, the newest commit, and per state partition the newest snapshot at or below
+    the version to load (its CRCs, its SSTs' presence, listed sizes and footer magic) and the changelogs after it
+    (present and not empty). Lineage by content, not by file names alone."""
+    problems: list[str] = []
+    read_count = 0
+
+    def load(file: CheckpointFile) -> bytes | None:
+        nonlocal read_count
+        read_count += 1
+        try:
+            return read(file.key)
+        except Exception as error:  # gone between the listing and the read, or S3 trouble
+            problems.append(f"{file.key}: cannot be read ({type(error).__name__})")
+            return None
+
+    texts = [layout.metadata] if layout.metadata is not None else []
+    if layout.offsets:
+        newest = max(layout.offsets)
+        texts += [layout.offsets[b] for b in (newest, newest - 1) if b in layout.offsets]
+    if layout.commits:
+        texts.append(layout.commits[max(layout.commits)])
+    for file in texts:
+        data = load(file)
+        why = None if data is None else _text_problem(file.kind, data)
+        if why:
+            problems.append(f"{file.key}: {why}")
+    if layout.commits:
+        version = max(layout.commits) + 1
+        for name, partition in sorted(layout.partitions.items()):
+            base = max((v for v in partition.snapshots if v <= version), default=0)
+            if base:
+                data = load(partition.snapshots[base])
+                try:
+                    needed = snapshot_ssts(data) if data is not None else {}
+                except ValueError as error:
+                    problems.append(f"{partition.snapshots[base].key}: {error}")
+                    needed = {}
+                for sst_name, size in sorted(needed.items()):
+                    sst = partition.ssts.get(sst_name)
+                    if sst is None:
+                        problems.append(f"state/{name}: snapshot {base} needs SSTs/{sst_name}, which is missing")
+                    elif sst.size != size:
+                        problems.append(f"{sst.key}: {sst.size} bytes, its snapshot lists {size}")
+                    else:
+                        content = load(sst)
+                        if content is not None and content[-8:] != SST_MAGIC:
+                            problems.append(f"{sst.key}: bad table magic number")
+            for v in range(base + 1, version + 1):
+                changelog = partition.changelogs.get(v)
+                if changelog is None:
+                    problems.append(f"state/{name}: version {version} needs changelog {v}, which is missing")
+                    break
+                if changelog.size == 0:
+                    problems.append(f"{changelog.key}: empty")
+    return {"files_read": read_count, "problems": problems}
 
 
 # -- choosing what to damage -----------------------------------------------------------------------------------

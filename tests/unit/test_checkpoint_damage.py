@@ -330,7 +330,7 @@ def test_lineage_keeps_its_shape():
     files["_lease"] = b'{"owner": "d", "fencing": 2}'
     result = lineage(FakeS3(files), "b", ROOT)
     assert set(result) == {"prefix", "metadata", "offsets", "commits", "state", "manifests", "temporary_files",
-                           "rollbacks", "lease"}
+                           "rollbacks", "lease", "content"}
     assert result["prefix"] == ROOT and result["metadata"] is True
     assert result["offsets"] == list(range(13)) and result["commits"] == list(range(12))
     assert result["state"] == {p: {"snapshots": [5, 10], "changelogs": list(range(1, 14)), "ssts": 6}
@@ -357,3 +357,23 @@ def test_lineage_agrees_with_the_jobs_own_reading():
         {n: (sorted(p.snapshots), sorted(p.changelogs), sorted(p.ssts)) for n, p in theirs.partitions.items()}
     assert sorted(f.key for kind in ("metadata", "sources", "state_metadata") for f in mine.files(kind)) == \
         theirs.copied_keys
+
+
+def test_lineage_reads_back_what_a_restart_loads_and_fails_on_damage_there():
+    """Lineage by content: a damaged file where a restart reads fails it; damage nobody reads does not."""
+    from chaos.checkers import check_lineage
+
+    sst = next(k for k in full_listing() if k.startswith("state/0/1/SSTs/000010-"))
+    for key, damaged in (("offsets/12", b'v1\n{"batchWatermarkMs":0,"batchT'),  # the batch in flight, torn
+                         ("commits/11", b"v1\n{nextBatch"),
+                         ("metadata", b"{\"id\""),
+                         (sst, bytes(100)),                                        # footer zeroed, same size
+                         ("state/0/0/10.zip", b"PK not a zip")):
+        files = full_listing()
+        files[key] = damaged
+        check = check_lineage(lineage(FakeS3(files), "b", ROOT))
+        assert check.verdict == "FAILED" and key in check.message, (key, check)
+    files = full_listing()
+    files["state/0/0/3.changelog"] = b""  # below snapshot 10: never read
+    files["offsets/4"] = b"garbled"       # an old entry no restart reads
+    assert check_lineage(lineage(FakeS3(files), "b", ROOT)).verdict == "PASSED"
