@@ -133,6 +133,17 @@ def test_progress_fails_when_one_phase_is_stuck(story):
     assert check.message.startswith("no batch completed during recover (t=40.0s to 60.0s)")
 
 
+def test_progress_needs_a_steady_rate_before_the_faults_and_at_the_end_not_one_batch(story):
+    def one_batch_per_phase(t):
+        return {**healthy(t), "batch_id": 1 if t < 19 else 2 if t < 39 else 3 if t < 59 else 4}
+    check = check_progress(timeline(story(metrics=one_batch_per_phase)))
+    assert check.verdict == "FAILED" and "did not complete steadily during steady" in check.message
+
+    def every_third_second(t):
+        return {**healthy(t), "batch_id": int(t) // 3}
+    assert check_progress(timeline(story(metrics=every_third_second))).verdict == "PASSED"
+
+
 def test_progress_is_hang_when_nothing_advances_after_the_first_fault(story):
     def dead(t):
         return {**healthy(t), "batch_id": min(int(t), 24)}
