@@ -229,7 +229,7 @@ class ExperimentSpec:
         inject = min(self.phases.inject, max(self.faults[i].latest_end for i in chosen))
         return dataclasses.replace(self.phases, inject=inject)
 
-    def apply_settings(self, profile: str, base: Settings) -> Settings:
+    def apply_settings(self, profile: str, base: Settings, arm_settings: bool = True) -> Settings:
         """The profile's Settings (built by job.settings for this run) with this spec's overrides for that arm.
         kafka_options are merged over the profile's own, so one option does not drop the others."""
         job = self.job
@@ -241,7 +241,7 @@ class ExperimentSpec:
         if job.max_session_length_set:
             length = job.max_session_length
             changes["max_session_ms"] = None if length is None else round(length * 1000)
-        for name, value in self.arm(profile).settings.items():
+        for name, value in (self.arm(profile).settings.items() if arm_settings else ()):
             if name in _OPTION_MAPS:  # merged over the profile's own; a None value removes the profile's key
                 merged = {**getattr(base, name), **value}
                 changes[name] = {key: v for key, v in merged.items() if v is not None}

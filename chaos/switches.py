@@ -52,8 +52,9 @@ def _switches() -> dict[str, Switch]:
                {"s3a_options": _hardened_keys("s3a_options")}),
         Switch("task_retries", "a failed task tried twice, not four times (spark.task.maxFailures)",
                {"spark_options": {"spark.task.maxFailures": None}}),
+        # An arm setting, not the `job` section: the oracle keeps expecting the experiment's sessions (its contract).
         Switch("max_session", "a maximum session length: a key that never pauses still closes sessions",
-               job_off={"max_session_length": None}),
+               {"max_session_ms": None}),
     )
     return {switch.name: switch for switch in entries}
 

@@ -82,3 +82,15 @@ def test_judge_run_writes_the_matrix_of_a_stored_mutate_run(tmp_path):
     results = judge_run(run)
     assert results["mutation"]["switches"]["lease"]["status"] == "unknown"  # the mutant never ran
     assert results["verdict"] == "UNKNOWN"
+
+
+def test_a_mutant_changes_the_job_but_not_the_contract_the_oracle_judges_by():
+    from chaos.run import arm_config
+    from job.settings import from_args
+
+    mutated = mutant(spec("hot-key-session-growth"), "max_session")
+    config = arm_config(mutated, "hardened")
+    assert config.max_session_ms == 20_000  # what the oracle expects: the experiment's sessions
+    job = from_args(["--profile", "hardened", "--topic", "t", "--deployment", "d", "--progress-file", "p",
+                     *config.job_args()])
+    assert job.max_session_ms is None  # what the job runs with: the switch off
