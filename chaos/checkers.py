@@ -764,11 +764,11 @@ def check_refused(tl: Timeline, within: float) -> Check:
             continue
         delay = _t(end) - _t(start)
         code = end.get("code")
-        refused = end.get("event") == "refused" or (code not in (0, None))
+        refused = end.get("event") == "refused"  # exit 3 with its one line (a crash is no refusal)
         if not refused:
             outcomes.append(f"exited {code} after {_s(delay)}")
             failures.append(f"the second deployment started at {_at(start)} exited with code {code} after "
-                            f"{_s(delay)}: it ran, it was not refused")
+                            f"{_s(delay)}: it was not refused (a refusal is exit 3, before Spark starts)")
         else:
             outcomes.append(_s(delay))
             if delay > within:
@@ -779,6 +779,32 @@ def check_refused(tl: Timeline, within: float) -> Check:
         return Check("refused_within", "FAILED", expected, measured, failures[0])
     return Check("refused_within", "PASSED", expected, measured,
                  f"{len(starts)} second deployment(s) refused within {_s(within)}")
+
+
+# -- how the job ended ------------------------------------------------------------------------------------------
+EXIT_MEANINGS = {0: "stopped on request", 1: "failed, not restarted", 3: "refused", 4: "failure budget exceeded",
+                 5: "no retained state verifies", 6: "lost its lease", 7: "a failure repeated on every restart"}
+
+
+def check_exit_code(tl: Timeline, expected_code: int) -> Check:
+    """The job's driver ended with this code: the last exit of the job-driver the history recorded (0 when the arm
+    stopped it at its end; its own code when it ended by itself)."""
+    expected = f"exit {expected_code} ({EXIT_MEANINGS.get(expected_code, '?')})"
+    exits = [j for j in tl.jobs if j.get("process") == "job-driver" and j.get("event") == "exited"
+             and j.get("code") is not None]
+    if not exits:
+        return Check("exit_code", "NODATA", expected, "running", "no exit code of the job's driver was recorded")
+    code = exits[-1].get("code")
+    own = [j for j in exits if j.get("code") not in (0, -15, 143, None) and not j.get("cause")]
+    ended = own[0] if own else exits[-1]
+    meaning = EXIT_MEANINGS.get(ended.get("code"), "killed" if isinstance(ended.get("code"), int)
+                                and ended["code"] < 0 else "?")
+    measured = f"exit {ended.get('code')} ({meaning})"
+    if ended.get("code") == expected_code:
+        return Check("exit_code", "PASSED", expected, measured, f"the job's driver ended with {measured} at "
+                     f"{_at(ended)}")
+    return Check("exit_code", "FAILED", expected, measured, f"the job's driver ended with {measured} at "
+                 f"{_at(ended)}, not {expected}" + (f" (last recorded exit: {code})" if ended is not exits[-1] else ""))
 
 
 # -- probes ------------------------------------------------------------------------------------------------------
@@ -845,6 +871,8 @@ def judge_records(records: Sequence[Mapping[str, object]], spec: ExperimentSpec,
         checks.append(check_lineage(lineage, missing.get("lineage", "no lineage.json")))
     if targets.refused_within is not None:
         checks.append(check_refused(tl, targets.refused_within))
+    if targets.exit_code is not None:
+        checks.append(check_exit_code(tl, targets.exit_code))
     names = [f"probe:{p.metric}" for p in targets.probes]
     for i, probe in enumerate(targets.probes):
         name = names[i] if names.count(names[i]) == 1 else f"{names[i]}#{names[:i + 1].count(names[i])}"
@@ -1135,6 +1163,11 @@ def discriminate(records: Sequence[Mapping[str, object]], spec: ExperimentSpec,
                               pass_unless=why))  # a broken checkpoint stays broken
     if targets.refused_within is not None:
         checks.append(_control_refused(data, targets.refused_within))
+    if targets.exit_code is not None:  # an ended job stays ended; a running one might still end otherwise
+        check = check_exit_code(tl, targets.exit_code)
+        checks.append(_settle(check, data, pass_unless=None if data.complete else data.incomplete(),
+                              fail_unless=None if data.complete or check.measured != "running" else
+                              data.incomplete()))
     names = [f"probe:{p.metric}" for p in targets.probes]
     for i, probe in enumerate(targets.probes):
         name = names[i] if names.count(names[i]) == 1 else f"{names[i]}#{names[:i + 1].count(names[i])}"

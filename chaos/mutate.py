@@ -23,7 +23,8 @@ from .spec import ExperimentSpec
 from .switches import SWITCHES
 
 PLAN_FILE = "mutation.json"
-OUTCOME_CHECKS = ("lost", "duplicated", "recovery", "progress", "max_lag", "state", "refused_within", "lineage")
+OUTCOME_CHECKS = ("lost", "duplicated", "recovery", "progress", "max_lag", "state", "refused_within", "lineage",
+                  "exit_code")
 SEPARATOR = "--"
 
 

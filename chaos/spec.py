@@ -165,6 +165,7 @@ class Targets:
     lineage: bool
     refused_within: float | None
     probes: tuple[Probe, ...]  # the experiment's steady-state probes: they hold for every arm
+    exit_code: int | None = None  # how the job's driver must have ended (job/__main__.py's codes)
 
 
 @dataclass(frozen=True)
@@ -306,7 +307,7 @@ def _probe_from_plain(d: Mapping) -> Probe:
 
 
 def _targets_from_plain(d: Mapping) -> Targets:
-    d = _known(d, Targets)
+    d = _known(d, Targets, optional=("exit_code",))
     recovery, state, logs = d["recovery"], d["state"], d["logs"]
     return Targets(
         progress=d["progress"],
@@ -317,7 +318,7 @@ def _targets_from_plain(d: Mapping) -> Targets:
         logs=None if logs is None else Logs(expected=tuple(_known(logs, Logs, optional=("min_matches",))["expected"]),
                                             forbidden=tuple(logs["forbidden"]), min_matches=logs.get("min_matches", 1)),
         lineage=d["lineage"], refused_within=d["refused_within"],
-        probes=tuple(_probe_from_plain(p) for p in d["probes"]),
+        probes=tuple(_probe_from_plain(p) for p in d["probes"]), exit_code=d.get("exit_code"),
     )
 
 
@@ -560,7 +561,9 @@ _SETTINGS: Mapping[str, Callable[[object, Path_], object]] = {
 _FAULT = ("fault", "target", "at", "duration", "start_jitter", "params", "on")
 _PROBE = ("metric", "min", "max", "phases", "tolerance")
 _PROBE_METRICS = tuple(m for m in SAMPLE_METRICS if m != "batch_id")
-_TARGETS = ("progress", "recovery", "max_lag", "lost", "duplicated", "state", "logs", "lineage", "refused_within")
+_TARGETS = ("progress", "recovery", "max_lag", "lost", "duplicated", "state", "logs", "lineage", "refused_within",
+            "exit_code")
+JOB_EXIT_CODES = (0, 1, 3, 4, 5, 6, 7)  # job/__main__.py: stopped, failed, refused, budget, integrity, lease, repeating
 
 
 def _incident(raw: object) -> Incident:
@@ -898,6 +901,8 @@ def _targets(raw: object, path: Path_, probes: tuple[Probe, ...], phases: Phases
         lineage=_bool(section["lineage"], path + ("lineage",)) if "lineage" in section else False,
         refused_within=refused_within,
         probes=probes,
+        exit_code=(_choice(section["exit_code"], path + ("exit_code",), JOB_EXIT_CODES)
+                   if "exit_code" in section else None),
     )
 
 

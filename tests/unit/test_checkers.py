@@ -443,8 +443,11 @@ def _job(t: float, event: str, **fields) -> tuple:
 
 
 @pytest.mark.parametrize("extra, verdict, measured", [
-    ([_job(21, "started"), _job(23.5, "refused", code=3), _job(30, "started"), _job(31, "exited", code=1)],
+    ([_job(21, "started"), _job(23.5, "refused", code=3), _job(30, "started"), _job(31, "refused", code=3)],
      "PASSED", "2.5s, 1.0s"),
+    # a crash of the second deployment is no refusal (issue 17: any non-zero exit used to count as one)
+    ([_job(21, "started"), _job(23.5, "refused", code=3), _job(30, "started"), _job(31, "exited", code=1)],
+     "FAILED", "2.5s, exited 1 after 1.0s"),
     ([_job(21, "started"), _job(28, "refused", code=3)], "FAILED", "7.0s"),
     ([_job(21, "started"), _job(22, "exited", code=0)], "FAILED", "exited 0 after 1.0s"),
     ([_job(21, "started"), _job(22, "refused", code=3), _job(30, "started")], "FAILED", "1.0s, not refused"),
@@ -453,6 +456,24 @@ def _job(t: float, event: str, **fields) -> tuple:
 def test_a_second_deployment_must_be_refused_in_time(story, extra, verdict, measured):
     check = check_refused(timeline(story(extra=extra)), 5.0)
     assert (check.verdict, check.measured, check.expected) == (verdict, measured, "refused within 5s")
+
+
+# -- how the job ended ------------------------------------------------------------------------------------------
+def _driver(t: float, event: str, **fields) -> tuple:
+    return (t, "job", (event, "job-driver"), fields)
+
+
+def test_the_exit_code_is_how_the_driver_ended_by_itself_not_the_arms_final_stop(story):
+    from chaos.checkers import check_exit_code
+
+    died = story(extra=[_driver(30, "exited", code=1), _driver(59, "exited", code=1)])
+    assert check_exit_code(timeline(died), 0).verdict == "FAILED"
+    assert check_exit_code(timeline(died), 1).measured == "exit 1 (failed, not restarted)"
+    budget = story(extra=[_driver(30, "exited", code=4), _driver(59, "exited", code=4)])
+    assert check_exit_code(timeline(budget), 4).verdict == "PASSED"
+    killed_then_fine = story(extra=[_driver(30, "exited", cause="signal 9"), _driver(59, "exited", code=0)])
+    assert check_exit_code(timeline(killed_then_fine), 0).verdict == "PASSED"
+    assert check_exit_code(timeline(story()), 0).verdict == "NODATA"
 
 
 # -- probes ------------------------------------------------------------------------------------------------------

@@ -149,7 +149,7 @@ CORPUS = [
      "faults.0.target: 'zookeeper' is not valid; allowed: kafka | s3 | spark-driver"),
     ("unknown target", _set("arms", "hardened", "targets", "speed", 1),
      "arms.hardened.targets.speed: unknown field; allowed: progress, recovery, max_lag, lost, duplicated, state, "
-     "logs, lineage, refused_within"),
+     "logs, lineage, refused_within, exit_code"),
     ("bad param", _append_fault({"fault": "network.bandwidth", "target": "s3", "params": {"rate_kbps": -5}}),
      "faults.1.params.rate_kbps: -5 is not valid; allowed: an integer >= 0"),
     ("a repeated corruption method", _append_fault({"fault": "checkpoint.corrupt", "at": "0s", "duration": "5s",
@@ -218,7 +218,7 @@ CORPUS = [
      "workload.rate: " + "1" + "0" * 56 + "... is not valid; allowed: a number > 0"),
     ("empty targets", _set("arms", "naive", "targets", {}),
      "arms.naive.targets: is empty: an arm must be judged on something; allowed: progress, recovery, max_lag, lost, "
-     "duplicated, state, logs, lineage, refused_within"),
+     "duplicated, state, logs, lineage, refused_within, exit_code"),
     ("bad name", _set("name", "Bad Name"),
      "name: 'Bad Name' is not a valid name; allowed: lowercase letters, digits and dashes"),
 ]
