@@ -521,7 +521,8 @@ def check_state(tl: Timeline, target: StateTarget, live_keys: int | None) -> Che
     expected_parts = []
     if target.trend:
         expected_parts.append(f"{target.trend} (fitted change {'<=' if target.trend == 'plateau' else '>'} "
-                              f"{target.threshold:.0%} over {during} after {target.warmup:.0%} warm-up)")
+                              f"{target.threshold:.0%} rows, {target.bytes_threshold:.0%} bytes over {during} after "
+                              f"{target.warmup:.0%} warm-up)")
     if target.max_rows_per_key is not None:
         expected_parts.append(f"<= {_g(target.max_rows_per_key)} rows/key")
     if target.max_rows is not None:
@@ -539,14 +540,15 @@ def check_state(tl: Timeline, target: StateTarget, live_keys: int | None) -> Che
             fits = [f for f in (rows, size) if f is not None]
             measured.append(", ".join(f"{f.series} {f.slope:+.1f}/s ({f.relative:+.0%})" for f in fits))
             if target.trend == "growth":
-                grown = next((f for f in fits if f.relative > target.threshold), None)
+                grown = next((f for f in fits if f.relative > (target.threshold if f is rows
+                                                                 else target.bytes_threshold)), None)
                 verdicts.append("PASSED" if grown else "FAILED")
                 messages.append(_describe(grown, target.during) if grown else
                                 f"state did not grow: {', '.join(_describe(f, target.during) for f in fits)}"
                                 .replace(" grow ", " change "))
             else:
                 # Rows and bytes both: the incident's list state held a flat 2 rows per key while its bytes grew.
-                grown = [f for f in fits if f.relative > target.threshold]
+                grown = [f for f in fits if f.relative > (target.threshold if f is rows else target.bytes_threshold)]
                 verdicts.append("FAILED" if grown else "PASSED")
                 messages.append(("state grows: " if grown else "state plateaus: ")
                                 + ", ".join(_describe(f, target.during).replace(" grow ", " change ")
