@@ -485,9 +485,11 @@ class Integrity:
         for key in record["drop_state"]:
             self.store.delete(self._key(key))
         if record.get("start_over"):
-            # Spark wants state/ empty on batch 0: directory markers and unfinished uploads count too.
-            for obj in self.store.list(self._key("state/"), markers=True):
-                self.store.delete(obj.key)
+            # Spark wants state/, offsets/ and commits/ empty on batch 0: directory markers and unfinished uploads
+            # (a `.N.<uuid>.tmp` of an offsets entry whose rename never came) count too.
+            for prefix in ("state/", "offsets/", "commits/"):
+                for obj in self.store.list(self._key(prefix), markers=True):
+                    self.store.delete(obj.key)
         moved_output = []
         if record["drop_batches"]:
             first = record["drop_batches"][0]
