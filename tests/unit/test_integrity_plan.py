@@ -326,3 +326,59 @@ def test_failures_that_name_the_checkpoints_records_verify_it_before_the_restart
     assert classify("[STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY] The checkpoint location ...") == "state"
     assert classify("com.fasterxml.jackson.core.io.JsonEOFException: Unexpected end-of-input: expected close "
                     "marker for Object") == "state"
+
+
+# -- carrying a repair out (an in-memory store in place of S3) ---------------------------------------------------
+class MemoryStore:
+    def __init__(self, keys):
+        self.objects = {key: b"x" for key in keys}
+
+    def list(self, prefix, markers=False):
+        for key in sorted(self.objects):
+            if key.startswith(prefix) and (markers or not key.endswith("/")):
+                yield Listed(key, len(self.objects[key]), "e")
+
+    def get(self, key):
+        from job.objectstore import Missing
+
+        if key not in self.objects:
+            raise Missing(key)
+        return self.objects[key], "e"
+
+    def put(self, key, data):
+        self.objects[key] = data
+        return "e"
+
+    def delete(self, key):
+        self.objects.pop(key, None)
+
+    def move(self, key, to_key):
+        from job.objectstore import Missing
+
+        if key not in self.objects:
+            raise Missing(key)
+        self.objects[to_key] = self.objects.pop(key)
+
+
+def test_a_start_over_leaves_state_offsets_and_commits_empty_markers_and_unfinished_uploads_included():
+    """Spark refuses batch 0 while any of them holds anything (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY: found by
+    a kill between offsets/1 and its commit, which left offsets/.1.<uuid>.tmp behind)."""
+    import json
+
+    from job.integrity import Integrity
+
+    left = [f"{ROOT}/{k}" for k in ("metadata", "sources/0/0", "offsets/", "offsets/0", "offsets/1",
+                                    "offsets/.1.abc.tmp", "commits/", "commits/0", "state/0/_metadata/metadata",
+                                    "state/0/0/", "state/0/0/1.changelog", "state/0/0/.2.changelog.x.TID1.tmp")]
+    store = MemoryStore([*left, "dep/output/batch-000000000000.jsonl"])
+    integrity = Integrity(store, ROOT, "dep/output", say=lambda line: None)
+    cp = parse_listing(store.list(ROOT + "/"), ROOT)
+    plan = plan_recovery(cp, verdicts()[0], refs_from({}), records({})[0], recorded=set())
+    assert plan.start_over
+    integrity._apply(plan, {})
+    remaining = sorted(k[len(ROOT) + 1:] for k in store.objects if k.startswith(ROOT + "/")
+                       and not k.startswith(f"{ROOT}/_integrity/"))
+    assert remaining == ["metadata", "sources/0/0"]
+    assert not [k for k in store.objects if k.startswith("dep/output/")]  # moved aside, to quarantine
+    journal = [json.loads(v) for k, v in store.objects.items() if "/rollbacks/" in k]
+    assert [j["status"] for j in journal] == ["done"]
