@@ -369,9 +369,14 @@ class CorruptCheckpoint(BaseFault):
         self.ctx.history.job("exited", "job-driver", cause="killed at a lifecycle event to corrupt its checkpoint")
 
     def after_fire(self) -> None:
+        self._damage_and_restart()
+        self._record("injected")
+
+    def _damage_and_restart(self) -> None:
+        """Damage the (stopped or killed) job's checkpoint, then start the job on it whatever happened."""
         from . import checkpoint_tools
 
-        arm, history, p = self.ctx.arm, self.ctx.history, self.fault.params
+        arm, p = self.ctx.arm, self.fault.params
         try:
             damaged = checkpoint_tools.corrupt(self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket,
                                                arm.checkpoint_prefix, kind=p["kind"], version=p["version"],
@@ -381,8 +386,7 @@ class CorruptCheckpoint(BaseFault):
         finally:
             new = arm.start_job()
         self.ctx.say(f"corrupted {damaged['file']} ({damaged['method']})")
-        history.job("restarted", "job-driver", pid=new.pid, corrupted=damaged)
-        self._record("injected")
+        self.ctx.history.job("restarted", "job-driver", pid=new.pid, corrupted=damaged)
 
     def inject(self) -> None:
         from . import checkpoint_tools
@@ -399,16 +403,7 @@ class CorruptCheckpoint(BaseFault):
                 return
         arm.stop_job()
         history.job("exited", "job-driver", cause="stopped to corrupt its checkpoint")
-        try:
-            damaged = checkpoint_tools.corrupt(self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket,
-                                               arm.checkpoint_prefix, kind=p["kind"], version=p["version"],
-                                               method=p["method"], seed=self.ctx.seed)
-        except checkpoint_tools.NothingToCorrupt as nothing:
-            raise FaultError(f"checkpoint.corrupt {p['kind']}: {nothing}") from None
-        finally:
-            new = arm.start_job()  # the job runs again whatever happened to the checkpoint
-        self.ctx.say(f"corrupted {damaged['file']} ({damaged['method']})")
-        history.job("restarted", "job-driver", pid=new.pid, corrupted=damaged)
+        self._damage_and_restart()
 
     def heal(self) -> None:
         job = self.ctx.arm.job

@@ -449,11 +449,18 @@ class ArmRun:
             fault.run_inject()
             self._sleep_until(heal_at, fault.stop)
             fault.run_heal()
-        except InfraError as exc:
-            self.history.error(f"{fault.fault.fault} on {fault.fault.target}: {exc}")
+        except Exception as exc:
+            self._fault_failed(fault, exc)
+
+    def _fault_failed(self, fault, exc: Exception) -> None:
+        """A fault that could not be injected or healed is an environment error (UNKNOWN), never a job failure; so
+        is a harness bug in it."""
+        what = f"{fault.fault.fault} on {fault.fault.target}"
+        if isinstance(exc, InfraError):
+            self.history.error(f"{what}: {exc}")
             self.say(f"environment error: {exc}")
-        except Exception as exc:  # a harness bug must not pass for a job failure either
-            self.history.error(f"{fault.fault.fault} on {fault.fault.target}: {type(exc).__name__}: {exc}")
+        else:
+            self.history.error(f"{what}: {type(exc).__name__}: {exc}")
 
     def _run_triggered(self, fault, window_start: float, window_end: float, index: int) -> None:
         """A fault with `on:` (chaos/triggers.py): armed at its start, it fires on the job's events within its window
@@ -498,11 +505,8 @@ class ArmRun:
                 end = window_end if trigger.hold_for is None else min(window_end, fired_at + trigger.hold_for)
                 self._sleep_until(end, fault.stop)
             fault.run_heal()
-        except InfraError as exc:
-            self.history.error(f"{what}: {exc}")
-            self.say(f"environment error: {exc}")
-        except Exception as exc:  # a harness bug must not pass for a job failure either
-            self.history.error(f"{what}: {type(exc).__name__}: {exc}")
+        except Exception as exc:
+            self._fault_failed(fault, exc)
 
     @staticmethod
     def _sleep_until(deadline: float, stop: threading.Event | None = None) -> bool:
