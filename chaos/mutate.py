@@ -9,7 +9,9 @@ The matrix (pure, from results.json): a mutant is **killed** when its arm FAILS 
 lost, duplicated, recovery, progress, lag, state, the second deployment's refusal, lineage, a steady-state probe —
 never on a log line (a feature's own message is no evidence of its necessity); **survived** when it passes, or
 fails on log checks only; **unknown** when the environment failed or nothing was measured. A switch is killed when
-any experiment kills it; the kill rate is killed switches over switches run.
+any experiment kills it; a survivor whose switch says why no outcome here depends on it (`Switch.explained`,
+measured, in docs/job.md) is listed as explained; the kill rate is killed switches over the switches run that are
+neither unknown nor explained.
 """
 from __future__ import annotations
 
@@ -113,13 +115,17 @@ def matrix(results: Mapping[str, object], rows: list[dict]) -> dict:
         entry["killed_by" if status == "killed" else status].append(row["experiment"])
     for name, entry in switches.items():
         entry["status"] = ("killed" if entry["killed_by"] else "unknown" if entry["unknown"] and not entry["survived"]
-                           else "survived")
-    judged = [s for s in switches.values() if s["status"] != "unknown"]
+                           else "explained" if SWITCHES[name].explained else "survived")
+        if entry["status"] == "explained":
+            entry["explained"] = SWITCHES[name].explained
+    # A survivor that docs/job.md explains (measured: no outcome here depends on it) is listed, not counted.
+    judged = [s for s in switches.values() if s["status"] in ("killed", "survived")]
     killed = [name for name, s in switches.items() if s["status"] == "killed"]
     unclaimed = sorted(set(SWITCHES) - set(switches))
     return {"cells": cells, "switches": switches, "killed": len(killed), "judged": len(judged),
             "kill_rate": round(len(killed) / len(judged), 3) if judged else None,
             "survivors": sorted(name for name, s in switches.items() if s["status"] == "survived"),
+            "explained": sorted(name for name, s in switches.items() if s["status"] == "explained"),
             "not_run": unclaimed}
 
 
@@ -127,6 +133,8 @@ def headline(mutation: Mapping[str, object]) -> str:
     rate = mutation.get("kill_rate")
     shown = "n/a" if rate is None else f"{rate * 100:.0f} %"
     survivors = mutation.get("survivors") or []
+    explained = mutation.get("explained") or []
     return (f"mutation kill rate {shown}: {mutation.get('killed')} of {mutation.get('judged')} switches killed"
             + (f"; survivors: {', '.join(survivors)}" if survivors else "")
+            + (f"; survived and explained (docs/job.md): {', '.join(explained)}" if explained else "")
             + (f"; no experiment claims: {', '.join(mutation['not_run'])}" if mutation.get("not_run") else ""))

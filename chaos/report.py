@@ -710,7 +710,7 @@ def render_report(run: Run) -> str:
     return _page(f"{verdict} · {run.dir.name}", "".join(body))
 
 
-MUTANT_COLOURS = {"killed": "#2e7d32", "survived": "#c62828", "unknown": "#9e9e9e"}
+MUTANT_COLOURS = {"killed": "#2e7d32", "survived": "#c62828", "unknown": "#9e9e9e", "explained": "#ef6c00"}
 
 
 def _mutation_section(mutation: dict | None) -> list[str]:

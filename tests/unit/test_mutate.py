@@ -94,3 +94,17 @@ def test_a_mutant_changes_the_job_but_not_the_contract_the_oracle_judges_by():
     job = from_args(["--profile", "hardened", "--topic", "t", "--deployment", "d", "--progress-file", "p",
                      *config.job_args()])
     assert job.max_session_ms is None  # what the job runs with: the switch off
+
+
+def test_a_survivor_whose_switch_is_explained_is_listed_not_counted():
+    assert SWITCHES["task_retries"].explained and not SWITCHES["lease"].explained
+    rows = [{"experiment": "a", "switch": "task_retries", "mutant": "a--task_retries"},
+            {"experiment": "b", "switch": "lease", "mutant": "b--lease"}]
+    results = {"experiments": [{"name": "a--task_retries", "arms": [_arm("PASSED", ("lost", "PASSED"))]},
+                               {"name": "b--lease", "arms": [_arm("FAILED", ("refused_within", "FAILED"))]}]}
+    result = matrix(results, rows)
+    assert result["switches"]["task_retries"]["status"] == "explained"
+    assert (result["kill_rate"], result["explained"], result["survivors"]) == (1.0, ["task_retries"], [])
+    from chaos.mutate import headline
+
+    assert "survived and explained (docs/job.md): task_retries" in headline(result)
