@@ -595,6 +595,13 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] == ["report"]:
+        # `report` has options of its own (--trend, --out, --margin): argparse's REMAINDER does not take an option
+        # first ("unrecognized arguments: --trend"), so its own parser gets everything after the word.
+        from .report import main_report
+
+        return main_report(raw[1:])
     args = parser.parse_args(argv)  # exits 2 with argparse's one-line message on bad usage
 
     def _terminate(signum, frame):

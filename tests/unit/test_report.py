@@ -594,3 +594,18 @@ def test_cli_usage_errors_are_one_line_and_exit_2(runs, capsys, argv, fragment):
     assert main_report([a.format(runs=runs) for a in argv]) == 2
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1 and err.startswith("chaos report: ")
+
+
+def test_the_trend_page_through_the_chaos_command_itself(tmp_path):
+    """`chaos report --trend reports/runs` (the README's command) failed with "unrecognized arguments: --trend"
+    while the report function the tests called worked: the command line is tested itself."""
+    import shutil
+    import subprocess
+    import sys
+
+    runs = tmp_path / "runs"
+    shutil.copytree(FIXTURES / "20261123T081854-smoke-13866", runs / "20261123T081854-smoke-13866")
+    done = subprocess.run([sys.executable, "-m", "chaos.cli", "report", "--trend", str(runs)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (runs / "trend.html").is_file() and "trend:" in done.stdout
