@@ -32,6 +32,7 @@ run: setup
 	$(BIN)/chaos run --backend local $(RUN_ARGS)
 
 test: setup
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean-venv:

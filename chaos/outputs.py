@@ -40,5 +40,5 @@ def read_progress(path: Path) -> list[dict]:
         except ValueError:
             if number == len(lines):
                 break
-            raise ValueError(f"{path}:{number}: not a JSON line")
+            raise ValueError(f"{path}:{number}: not a JSON line") from None
     return records

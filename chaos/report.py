@@ -219,7 +219,7 @@ def _read_json(path: Path, what: str) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{path}: {what} is not readable JSON ({exc}); re-judge it with: chaos check RUN_DIR")
+        raise ReportError(f"{path}: {what} is not readable JSON ({exc}); re-judge it with: chaos check RUN_DIR") from None
     if not isinstance(value, dict):
         raise ReportError(f"{path}: {what} is not a JSON object; re-judge it with: chaos check RUN_DIR")
     return value
@@ -1096,7 +1096,7 @@ def _margin(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--margin {text!r} is not a number")
+        raise argparse.ArgumentTypeError(f"--margin {text!r} is not a number") from None
     if not 0 <= value < 10:
         raise argparse.ArgumentTypeError(f"--margin {text!r} must be a fraction such as 0.2 (20 %)")
     return value

@@ -259,7 +259,7 @@ def _measure(client, bucket: str, get_key: str, payload: bytes, samples: int, pr
 
     puts, gets = [], []
     for n in range(samples):
-        puts.append(_timed(lambda: put(n)))
+        puts.append(_timed(lambda n=n: put(n)))
         gets.append(_timed(get))
     return {"put": latency_summary(puts), "get": latency_summary(gets)}
 

@@ -244,7 +244,7 @@ def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFil
         return plan
     plan.restart_version = restart
     if restart < version:
-        for name, partition in sorted(checkpoint.partitions.items()):
+        for _name, partition in sorted(checkpoint.partitions.items()):
             for kind_files in (partition.snapshots, partition.changelogs):
                 for v, file in sorted(kind_files.items()):
                     if v > restart and file.key not in plan.quarantine:

@@ -162,7 +162,7 @@ def test_put_only_delay_leaves_gets_alone(stack):
     def measure() -> tuple[list[float], list[float]]:
         puts, gets = [], []
         for n in range(SAMPLES):
-            puts.append(_ms(lambda: _put(s3, bucket, f"{prefix}/put-{n % 4}", payload)))
+            puts.append(_ms(lambda n=n: _put(s3, bucket, f"{prefix}/put-{n % 4}", payload)))
             gets.append(_ms(lambda: _get(s3, bucket, f"{prefix}/get-target")))
         return puts, gets
 
