@@ -36,7 +36,8 @@ def fake_run(args, out, timeout=3600):
             checks = [{"name": "recovery", "verdict": verdict, "expected": "<= 30s", "measured": "41s",
                        "message": "too slow"}]
             experiments[-1]["arms"].append({"profile": arm, "verdict": verdict, "role": "subject",
-                                            "recovery_s": 4.5, "lost": 0, "duplicated": 2, "checks": checks})
+                                            "recovery_s": 4.5 if arm == "hardened" else None, "lost": 0,
+                                            "duplicated": 2, "checks": checks})
     return pytest_plugin.ChaosRun(["chaos", "run", *args], 0, "", "", Path(out),
                                   {"verdict": "PASSED", "experiments": experiments})
 
@@ -71,7 +72,7 @@ def _pytest(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, li
     log, junit = tmp_path / "runs.log", tmp_path / "junit.xml"
     env = {**os.environ, "CHAOS_FAKE_LOG": str(log), "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                           f"--rootdir={tmp_path}", "-o", "addopts=", str(tmp_path), *args],
+                           f"--rootdir={tmp_path}", "-o", "addopts=", "-o", "junit_family=xunit1", str(tmp_path), *args],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     runs = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return done, runs, ET.parse(junit).getroot()
@@ -88,6 +89,13 @@ def test_k_on_one_arm_runs_that_arm_alone(tmp_path):
     assert _option(runs[0], "--suite") == "smoke"
     properties = {p.get("name"): p.get("value") for p in junit.iter("property")}
     assert properties == {"recovery_s": "4.5", "lost": "0", "duplicated": "2", "verdict": "PASSED"}
+    assert "PytestWarning" not in done.stdout  # record_property needs xunit1 (the project's junit_family)
+
+
+def test_a_number_the_arm_did_not_measure_is_no_property(tmp_path):
+    done, _runs, junit = _pytest(tmp_path, "-k", "kafka-broker-disconnect and naive")
+    assert done.returncode == 0, done.stdout
+    assert {p.get("name") for p in junit.iter("property")} == {"lost", "duplicated", "verdict"}
 
 
 def test_k_on_an_experiment_runs_its_arms_as_the_suite_does_in_one_run(tmp_path):
