@@ -58,6 +58,11 @@ def test_arm(chaos_suite_runs, experiment, profile, record_property):
     assert arm["verdict"] == "PASSED", describe(arm)
 
 
+def test_one_experiment(run_experiment):
+    run = run_experiment("kafka-broker-disconnect", arms=["hardened"], seed=3)
+    assert run.results["verdict"] == "PASSED"
+
+
 @pytest.mark.chaos_suite("smoke")
 def test_whole_suite(chaos_suite_runs):
     run = chaos_suite_runs.get("smoke")
@@ -106,7 +111,7 @@ def test_k_on_an_experiment_runs_its_arms_as_the_suite_does_in_one_run(tmp_path)
 
 
 def test_no_selection_runs_the_whole_suite_once_and_a_failing_arm_says_why(tmp_path):
-    done, runs, _junit = _pytest(tmp_path, "--chaos-scale", "0.1", "--chaos-seed", "7")
+    done, runs, _junit = _pytest(tmp_path, "--chaos-scale", "0.1", "--chaos-seed", "7", "-k", "not one_experiment")
     assert len(runs) == 1 and "--only" not in runs[0]
     assert _option(runs[0], "--scale") == "0.1" and _option(runs[0], "--seed") == "7"
     assert "1 failed" in done.stdout and "recovery=FAILED (expected <= 30s, measured 41s: too slow)" in done.stdout
@@ -122,3 +127,12 @@ def test_whole_suite_checks_get_the_whole_suite_or_skip(tmp_path, selection, onl
     assert outcome in done.stdout, done.stdout
     if only:
         assert f"part of the suite: {only}" in done.stdout
+
+
+def test_run_experiment_runs_the_spec_with_the_options(tmp_path):
+    done, runs, _junit = _pytest(tmp_path, "-k", "one_experiment", "--chaos-scale", "0.2", "--chaos-seed", "9")
+    assert done.returncode == 0, done.stdout
+    [run] = runs
+    assert run[0] == "kafka-broker-disconnect" and _option(run, "--arms") == "hardened"
+    assert _option(run, "--backend") == "local" and _option(run, "--scale") == "0.2"
+    assert _option(run, "--seed") == "3"  # the argument wins over --chaos-seed
