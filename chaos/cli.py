@@ -219,10 +219,14 @@ def _resolve(names: list[str], suite: str | None, scale: float | None):
 
 
 def run(names: list[str], suite: str | None, scale: float | None, backend: str, arms: list[str] | None,
-        out: Path | None, argv: list[str], seed: int | None = None) -> int:
+        out: Path | None, argv: list[str], seed: int | None = None, only: str | None = None) -> int:
     from .run import run_experiments
 
     name, specs, repeat = _resolve(names, suite, scale)
+    if only:  # a part of the suite, each experiment as the suite runs it (chaos/selection.py)
+        from .selection import parse_only, select
+
+        specs = select(specs, parse_only(only))
     if seed is not None:  # the same experiments on another workload and fault schedule
         specs = [dataclasses.replace(spec, seed=seed) for spec in specs]
     clean_dead_runs()
@@ -428,6 +432,8 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--seed", type=_seed, help="replace every experiment's seed (workload, fault jitter and "
                          "lifecycle-trigger draws), or `random`; "
                          "the seed used is in each experiment's spec.json")
+    run_cmd.add_argument("--only", metavar="EXP[/ARM],...", help="only these experiments (or arms) of the suite, "
+                         "each with the suite's scale, overrides and arms")
     run_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
     check_cmd = commands.add_parser("check", help="re-judge a stored run offline from its files")
@@ -545,7 +551,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if bad:
             raise errors.ChaosError(f"unknown arm {bad[0]!r}; allowed: hardened, naive", errors.USAGE)
         return run(args.experiments, args.suite, args.scale, args.backend, args.arms, args.out, sys.argv[1:],
-                   seed=args.seed)
+                   seed=args.seed, only=args.only)
     if args.command == "check":
         return check(args.run_dir)
     if args.command == "list":

@@ -10,6 +10,11 @@ from __future__ import annotations
 import os
 import signal
 
+# The chaos plugin (chaos/pytest_plugin.py: chaos_stack, run_experiment, --chaos-scale/--chaos-seed, one item per
+# suite arm) from this clone, installed or not; where `pip install -e .` registered its entry point too, pytest sees
+# the same name and loads it once.
+pytest_plugins = ["chaos.pytest_plugin"]
+
 
 _ENGINE: list[bool] = []
 _USED = {"containers": False}
@@ -52,6 +57,9 @@ def pytest_generate_tests(metafunc):
             backends = ["local"]
             if metafunc.definition.get_closest_marker("all_backends") and _containers_available():
                 backends.append("containers")
+        only = metafunc.definition.get_closest_marker("backends")  # a module whose stack runs on these alone
+        if only:
+            backends = [b for b in backends if b in only.args]
         _USED["containers"] |= "containers" in backends
         metafunc.parametrize("backend", backends, scope="module")
 

@@ -29,7 +29,7 @@ from chaos.jobrun import ArmConfig, JobArm
 from chaos.workload import WorkloadSpec
 from infra.stack import Stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backends("local")]
 
 KINDS = ("metadata", "sources", "offsets", "commits", "state_metadata", "changelog", "zip", "sst")
 # (kind, how the job is stopped before the damage), in the order they run: zip and sst last, when snapshots exist.
@@ -106,12 +106,6 @@ def _read_json(run: Run, key: str) -> dict:
     finally:
         response.close()
         response.release_conn()
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    with Stack(tmp_path_factory.mktemp("checkpoint-damage"), backend="local") as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

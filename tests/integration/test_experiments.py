@@ -1,29 +1,27 @@
 """Experiments end to end through the CLI, on the real stack: the smoke suite's verdicts, one test item per arm, and
 a run that leaves its report and nothing else behind (interrupts: test_interrupts.py).
 
-Each test runs `chaos run` as a subprocess, exactly as a user or the nightly job would, then checks the run store
-and the machine: no process of the run alive, no port of the run listening.
+The arms run as `chaos run` in a subprocess, exactly as a user or the nightly job runs them, then the run store and
+the machine are checked: no process of the run alive, no port of the run listening. ONE run serves the session
+(chaos/pytest_plugin.py): the arms the selected items name, each as the suite runs it (`chaos run --suite smoke
+--only EXP/ARM,...`), so `pytest -k 'kafka-broker-disconnect and hardened'` runs that arm alone, and the whole
+suite when every arm (or only a whole-suite check) is selected.
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from chaos.spec import load_suite
+from chaos.pytest_plugin import ChaosRun, chaos_arms, describe, record_arm, suite_arms
 from infra.ports import listening
 from tests.leftovers import pids_of, ports_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
-
-def _chaos(*args: str, out: Path, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "chaos.cli", *args, "--out", str(out)],
-                          capture_output=True, text=True, timeout=timeout)
+SUITE = os.environ.get("CHAOS_TEST_SUITE", "smoke")
 
 
 def _assert_nothing_left(run_dir: Path) -> None:
@@ -32,49 +30,51 @@ def _assert_nothing_left(run_dir: Path) -> None:
     assert [a for a in ports_of(info) if listening(*a, timeout=0.2)] == []
 
 
-SUITE = os.environ.get("CHAOS_TEST_SUITE", "smoke")
-SUITE_FILE = Path(__file__).resolve().parents[2] / "experiments" / "suites" / f"{SUITE}.yaml"
-# One test item per experiment arm of the suite, so `pytest -m chaos --junitxml=...` reports each arm.
-ARMS = [(entry.spec.name, arm.profile) for entry in load_suite(SUITE_FILE).entries for arm in entry.spec.arms]
-
-
 @pytest.fixture(scope="module")
-def suite_run(backend, tmp_path_factory):
-    """The whole suite, once per backend, through the CLI as the nightly job runs it."""
-    out = tmp_path_factory.mktemp(f"suite-{backend}")
-    done = _chaos("run", "--suite", SUITE, "--backend", backend, out=out, timeout=3600)
-    latest = out / "latest"
-    assert latest.exists(), done.stderr[-3000:]
-    run_dir = latest.resolve()
-    results = json.loads((run_dir / "results.json").read_text())
-    return done, run_dir, results
+def suite_run(backend, chaos_suite_runs) -> ChaosRun:
+    """The suite's selected arms (all of them without -k), once per backend, through the CLI."""
+    run = chaos_suite_runs.get(SUITE, backend)
+    assert run.run_dir is not None and run.results is not None, run.stderr[-3000:]
+    return run
 
 
-def _describe(arm: dict) -> str:
-    failed = [f"{c['name']}={c['verdict']} (expected {c.get('expected')}, measured {c.get('measured')}: "
-              f"{c.get('message')})" for c in arm.get("checks", []) if c.get("verdict") != "PASSED"]
-    return f"{arm['verdict']}: " + ("; ".join(failed) or "no failed check")
+def _summary(run: ChaosRun) -> str:
+    return "\n".join(f"{e['name']}/{a['profile']}: {describe(a)}" for e in run.results["experiments"]
+                     for a in e["arms"])
 
 
-@pytest.mark.parametrize("experiment,profile", ARMS, ids=[f"{e}/{p}" for e, p in ARMS])
-def test_arm_meets_its_targets(suite_run, experiment, profile):
-    _done, run_dir, results = suite_run
-    found = [arm for e in results["experiments"] if e["name"] == experiment for arm in e["arms"]
-             if arm["profile"] == profile]
-    assert found, f"{experiment}/{profile} did not run (see {run_dir})"
-    arm = found[0]
-    assert arm["verdict"] == "PASSED", f"{_describe(arm)} (see {run_dir / experiment / profile})"
+# One test item per experiment arm of the suite, so `pytest -m chaos --junitxml=...` reports each arm, with its
+# recovery time and lost and duplicated counts as properties.
+@pytest.mark.parametrize("experiment,profile", chaos_arms(SUITE))
+def test_arm_meets_its_targets(suite_run, experiment, profile, record_property):
+    run_dir = suite_run.run_dir
+    arm = suite_run.arm(experiment, profile)
+    assert arm, f"{experiment}/{profile} did not run (see {run_dir})\n{suite_run.stderr[-3000:]}"
+    record_arm(record_property, arm)
+    assert arm["verdict"] == "PASSED", f"{describe(arm)} (see {run_dir / experiment / profile})"
     assert (run_dir / experiment / profile / "history.jsonl").is_file()
     if arm["role"] == "control" and not any(c["name"] == "control" and "survived too" in (c.get("message") or "")
                                             for c in arm["checks"]):
         assert arm["signature"], "a control that passes must show its incident's signature"
 
 
-def test_the_suite_run_passes_leaves_its_report_and_nothing_behind(suite_run):
-    done, run_dir, results = suite_run
-    summary = "\n".join(f"{e['name']}/{a['profile']}: {_describe(a)}" for e in results["experiments"] for a in e["arms"])
-    assert done.returncode == 0, f"{summary}\n{done.stderr[-3000:]}"
-    assert results["verdict"] == "PASSED", summary
-    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"
+@pytest.mark.chaos_suite(SUITE)
+def test_the_run_leaves_its_report_and_nothing_behind(suite_run):
+    """Whatever part of the suite ran: a completed run, its report and junit.xml, no process or port left."""
+    run_dir = suite_run.run_dir
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed", suite_run.stderr[-3000:]
     assert (run_dir / "index.html").is_file() and (run_dir / "junit.xml").is_file()
     _assert_nothing_left(run_dir)
+
+
+@pytest.mark.chaos_suite(SUITE)
+def test_the_whole_suite_passes(suite_run):
+    """The suite's own verdict (discrimination where the suite requires it, flaky repeats) and exit code: only
+    meaningful for the whole suite."""
+    if not suite_run.complete:
+        pytest.skip(f"only part of the suite ran (--only {suite_run.only}: the -k/-m/--deselect selection); the "
+                    f"whole-suite verdict needs all {len(suite_arms(SUITE))} arms: select every arm item, or no -k")
+    ran, planned = suite_run.ran(), suite_arms(SUITE)
+    assert sorted(ran) == sorted(planned), f"arms that did not run: {sorted(set(planned) - set(ran))}"
+    assert suite_run.returncode == 0, f"{_summary(suite_run)}\n{suite_run.stderr[-3000:]}"
+    assert suite_run.results["verdict"] == "PASSED", _summary(suite_run)

@@ -18,12 +18,6 @@ from infra.stack import Stack
 pytestmark = [pytest.mark.integration, pytest.mark.all_backends]
 
 
-@pytest.fixture(scope="module")
-def stack(backend, tmp_path_factory):
-    with Stack(tmp_path_factory.mktemp(f"faults-{backend}"), backend=backend) as running:
-        yield running
-
-
 def fault(name: str, target: str, **params) -> Fault:
     return Fault(fault=name, target=target, at=0.0, duration=5.0, start_jitter=0.0, params=MappingProxyType(params))
 

@@ -23,12 +23,6 @@ from job.objectstore import ObjectStore, PreconditionFailed
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def stack(backend, tmp_path_factory):
-    with Stack(tmp_path_factory.mktemp(f"hardening-{backend}"), backend=backend) as running:
-        yield running
-
-
 def store_of(stack: Stack) -> ObjectStore:
     return ObjectStore.connect(stack.info.s3_endpoint, stack.credentials.access_key, stack.credentials.secret_key,
                                stack.info.bucket)

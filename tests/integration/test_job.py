@@ -12,15 +12,8 @@ from chaos.jobrun import ArmConfig, JobArm
 from chaos.workload import Ledger, WorkloadSpec
 from infra.cds import mapped_archives
 from infra.procs import descendants_running
-from infra.stack import Stack
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def stack(backend, tmp_path_factory):
-    with Stack(tmp_path_factory.mktemp(f"job-{backend}"), backend=backend) as running:
-        yield running
 
 
 # Zipf keys over 15 s at 400 events/s: some keys are hot, many are sparse, so sessions close by gap,

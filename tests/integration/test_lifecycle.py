@@ -17,15 +17,8 @@ from chaos.jobrun import ArmConfig, JobArm
 from chaos.lifecycle import LifecycleWatch
 from chaos.triggers import Draw, Trigger
 from chaos.workload import WorkloadSpec
-from infra.stack import Stack
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    with Stack(tmp_path_factory.mktemp("lifecycle"), backend="local") as running:
-        yield running
+pytestmark = [pytest.mark.integration, pytest.mark.backends("local")]
 
 
 def _kill_on(watch: LifecycleWatch, arm: JobArm, event: str, batch: int | None = None, timeout: float = 150.0):

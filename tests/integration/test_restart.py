@@ -16,15 +16,9 @@ from chaos import smoke
 from chaos.faults import _executor_pids
 from infra.driver import launch_driver
 from infra.errors import InfraError
-from infra.stack import PROXIES, Stack
+from infra.stack import PROXIES
 
 pytestmark = [pytest.mark.integration, pytest.mark.all_backends]
-
-
-@pytest.fixture(scope="module")
-def stack(backend, tmp_path_factory):
-    with Stack(tmp_path_factory.mktemp(f"restart-{backend}"), backend=backend) as running:
-        yield running
 
 
 def _wait_dead(handle, timeout: float = 15) -> None:

@@ -31,12 +31,6 @@ pytestmark = [pytest.mark.integration]
 SAMPLES = 20
 
 
-@pytest.fixture(scope="module")
-def stack(backend, tmp_path_factory):
-    with Stack(tmp_path_factory.mktemp(f"s3proxy-{backend}"), backend=backend) as running:
-        yield running
-
-
 @pytest.fixture(autouse=True)
 def healed(stack):
     yield

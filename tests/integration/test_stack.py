@@ -15,16 +15,9 @@ from chaos import smoke
 from infra.containers import containers_of
 from infra.ports import listening
 from tests.leftovers import pids_of as _pids_of, ports_of as _ports_of
-from infra.stack import PROXIES, Stack
+from infra.stack import PROXIES
 
 pytestmark = [pytest.mark.integration, pytest.mark.all_backends]
-
-
-@pytest.fixture(scope="module")
-def stack(backend, tmp_path_factory):
-    with Stack(tmp_path_factory.mktemp(f"stack-{backend}"), backend=backend) as running:
-        yield running
-        running.reset()
 
 
 @pytest.fixture(autouse=True)
