@@ -218,11 +218,30 @@ def _resolve(names: list[str], suite: str | None, scale: float | None):
     return (specs[0].name if len(specs) == 1 else "experiments"), specs, 1
 
 
+def _changed_only(specs: list, ref: str, suite: str | None) -> list:
+    from .changed import changes_since, sections_at, select
+
+    root = Path(__file__).resolve().parent.parent
+    suite_path = Path(suite) if suite and Path(suite).is_file() else root / "experiments" / "suites" / f"{suite}.yaml"
+    decisions = select(specs, changes_since(ref, root), str(suite_path) if suite else None, sections_at(root), root)
+    for decision in decisions:
+        print(f"{'run ' if decision.run else 'skip'}  {decision.name}: {decision.reason}", file=sys.stderr)
+    chosen = {d.name for d in decisions if d.run}
+    if not chosen:
+        print(f"nothing to run: no change since {ref} can affect these experiments", file=sys.stderr)
+    return [spec for spec in specs if spec.name in chosen]
+
+
 def run(names: list[str], suite: str | None, scale: float | None, backend: str, arms: list[str] | None,
-        out: Path | None, argv: list[str], seed: int | None = None, only: str | None = None) -> int:
+        out: Path | None, argv: list[str], seed: int | None = None, only: str | None = None,
+        changed_since: str | None = None) -> int:
     from .run import run_experiments
 
     name, specs, repeat = _resolve(names, suite, scale)
+    if changed_since:  # only the experiments a change since REF can affect (chaos/changed.py)
+        specs = _changed_only(specs, changed_since, suite)
+        if not specs:
+            return errors.PASSED
     if only:  # a part of the suite, each experiment as the suite runs it (chaos/selection.py)
         from .selection import parse_only, select
 
@@ -434,6 +453,8 @@ def _parser() -> argparse.ArgumentParser:
                          "the seed used is in each experiment's spec.json")
     run_cmd.add_argument("--only", metavar="EXP[/ARM],...", help="only these experiments (or arms) of the suite, "
                          "each with the suite's scale, overrides and arms")
+    run_cmd.add_argument("--changed-since", metavar="REF", help="only the experiments that a change since the git "
+                         "revision REF (committed or not) can affect; says what it skips and why")
     run_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
     check_cmd = commands.add_parser("check", help="re-judge a stored run offline from its files")
@@ -551,7 +572,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if bad:
             raise errors.ChaosError(f"unknown arm {bad[0]!r}; allowed: hardened, naive", errors.USAGE)
         return run(args.experiments, args.suite, args.scale, args.backend, args.arms, args.out, sys.argv[1:],
-                   seed=args.seed, only=args.only)
+                   seed=args.seed, only=args.only, changed_since=args.changed_since)
     if args.command == "check":
         return check(args.run_dir)
     if args.command == "list":

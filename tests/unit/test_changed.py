@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,12 @@ def test_a_bad_ref_is_a_usage_error(repo, ref):
         changes_since(ref, repo)
     assert caught.value.exit_code == errors.USAGE
     assert "\n" not in str(caught.value)
+
+
+def test_the_cli_refuses_a_bad_ref_before_starting_anything(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--suite", "smoke", "--changed-since",
+                           "no-such-ref-xyz", "--out", str(tmp_path / "runs")], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == errors.USAGE
+    assert len(done.stderr.strip().splitlines()) == 1 and "no-such-ref-xyz" in done.stderr
+    assert not (tmp_path / "runs").exists()
