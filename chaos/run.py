@@ -167,7 +167,7 @@ def ends_early(arm) -> bool:
     they must (its job may still run: the incident has been seen)."""
     targets = arm.targets
     judged = {name for name in ("progress", "recovery", "max_lag", "lost", "duplicated", "state", "refused_within")
-              if getattr(targets, name) not in (None, False)}
+              if getattr(targets, name) is not None and getattr(targets, name) is not False}  # 0 is a bound
     return (arm.role == "control" and arm.expect == "incident" and not judged and targets.logs is not None
             and bool(targets.logs.expected) and not targets.probes)
 

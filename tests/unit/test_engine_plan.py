@@ -127,7 +127,11 @@ def test_only_a_control_judged_by_log_signatures_alone_may_end_early(tmp_path):
     path.write_text(path.read_text().replace("naive: {targets: {lost: 0}}",
                                              "naive: {targets: {logs: {expected: [boom]}, lineage: true}}"))
     assert ends_early(load_experiment(path).arm("naive"))
+    # a bound of 0 is a target (0 == False in Python: this once let slow-s3-put's control stop at its log line)
     path.write_text(path.read_text().replace("naive: {targets: {logs: {expected: [boom]}, lineage: true}}",
+                                             "naive: {targets: {logs: {expected: [boom]}, duplicated: 0}}"))
+    assert not ends_early(load_experiment(path).arm("naive"))
+    path.write_text(path.read_text().replace("naive: {targets: {logs: {expected: [boom]}, duplicated: 0}}",
                                              "naive: {expect: survives, note: why, targets: {logs: {expected: [x]}}}"))
     assert not ends_early(load_experiment(path).arm("naive"))
 
