@@ -29,7 +29,8 @@ from infra.errors import InfraError
 from infra.stack import Stack, _signals_deferred as signals_deferred
 from job.settings import FACTORIES
 
-from .checkers import healthy_sample
+from .checks.recovery import healthy_sample
+from .checks.registry import holding_back
 from .faults import FaultContext, build
 from .history import HistoryWriter
 from .jobrun import DRAIN_KEY, ArmConfig, JobArm
@@ -162,14 +163,13 @@ def recovery_window_end(planned_end: float, healed_at: float | None, recovery: R
 
 
 def ends_early(arm) -> bool:
-    """May this arm stop as soon as its incident shows? A control that must reproduce an incident and is judged
-    only by log signatures (and lineage) has nothing more to show once its signatures have matched as often as
-    they must (its job may still run: the incident has been seen)."""
+    """May this arm stop as soon as its incident shows? A control that must reproduce an incident, has expected log
+    signatures to show it, and sets no target whose check needs the arm run to its end (the registry's ends_early,
+    chaos/checks/registry.py: only logs, lineage and environment do not) has nothing more to show once its signatures
+    have matched as often as they must (its job may still run: the incident has been seen)."""
     targets = arm.targets
-    judged = {name for name in ("progress", "recovery", "max_lag", "lost", "duplicated", "state", "refused_within")
-              if getattr(targets, name) not in (None, False)}
-    return (arm.role == "control" and arm.expect == "incident" and not judged and targets.logs is not None
-            and bool(targets.logs.expected) and not targets.probes)
+    return (arm.role == "control" and arm.expect == "incident" and not holding_back(targets)
+            and targets.logs is not None and bool(targets.logs.expected))
 
 
 class ArmRun:
@@ -562,7 +562,7 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
 
     On KeyboardInterrupt (Ctrl-C, SIGTERM) every fault is healed and every process stopped by the `finally`
     blocks on the way out; the run is marked interrupted and judged as such before the interrupt goes on."""
-    from . import checkers
+    from .checks.judge import judge_run
 
     planned = experiment_dirs(specs, repeat)
     run = {"suite": name, "backend": backend, "scale": specs[0].scale if specs else 1.0, "argv": argv or [],
@@ -595,7 +595,7 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
     finally:
         run.update(ended=_now(), status=status)
         _write_json(run_dir / "run.json", run)
-        results = checkers.judge_run(run_dir)
+        results = judge_run(run_dir)
         _write_json(run_dir / "results.json", results)
         write_report(run_dir, say)
     return results
