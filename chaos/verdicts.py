@@ -17,7 +17,7 @@ FAILED, UNKNOWN, HANG, NODATA, PASSED = "FAILED", "UNKNOWN", "HANG", "NODATA", "
 INTERRUPTED = "INTERRUPTED"
 
 VERDICTS = (FAILED, UNKNOWN, HANG, NODATA, PASSED)  # worst first: what a check or an arm can be
-# The report's order (worst first) with a run's INTERRUPTED among them: cut short ranks above a pass.
+# Worst first with a run's INTERRUPTED among them (cut short ranks above a pass): the order to list verdicts in.
 DISPLAY_ORDER = (FAILED, UNKNOWN, HANG, NODATA, INTERRUPTED, PASSED)
 RANK = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
 
