@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from infra.errors import InfraError
-from infra.stack import Stack, _signals_deferred as signals_deferred
+from infra.stack import Stack, signals_deferred
 from job.settings import FACTORIES
 
 from .checks.recovery import healthy_sample

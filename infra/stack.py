@@ -395,7 +395,7 @@ class Stack:
             if self._closing:
                 return
             self._closing = True
-        with _signals_deferred():
+        with signals_deferred():
             try:
                 if self.toxiproxy is not None and ("toxiproxy" in self.handles or "s3proxy" in self.handles):
                     try:
@@ -440,7 +440,7 @@ def _check_free_space(run_dir: Path) -> None:
 
 
 @contextmanager
-def _signals_deferred():
+def signals_deferred():
     """Hold SIGINT/SIGTERM while tearing down, so a second Ctrl-C cannot leave processes behind.
 
     The signals are re-delivered once teardown is done. Only the main thread may change handlers.
