@@ -21,7 +21,6 @@ import json
 import random
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -42,12 +41,6 @@ from .spec import ExperimentSpec, Recovery
 from .workload import Event, WorkloadSpec, plan
 
 WARMUP_TIMEOUT_S = 240.0
-
-
-@dataclass
-class RunOptions:
-    backend: str = "local"
-    progress: Callable[[str], None] = print
 
 
 # -- the workload, with data faults reshaping their windows ---------------------------------------------------
