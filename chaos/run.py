@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from infra.errors import InfraError
 from infra.stack import Stack, signals_deferred
@@ -46,7 +46,7 @@ WARMUP_TIMEOUT_S = 240.0
 # -- the workload, with data faults reshaping their windows ---------------------------------------------------
 def _workload(spec: ExperimentSpec, shape: str, duration_ms: int, seed: int, **changes) -> WorkloadSpec:
     w = spec.workload
-    fields = dict(shape=shape, keys=w.keys or 1, rate=w.rate, duration_ms=duration_ms, seed=seed,
+    fields: dict[str, Any] = dict(shape=shape, keys=w.keys or 1, rate=w.rate, duration_ms=duration_ms, seed=seed,
                   payload_bytes=w.payload_bytes)
     for name, value in (("zipf_s", w.zipf_s), ("hot_key_share", w.hot_key_share),
                         ("rotation_live_actors", w.rotation_live_actors)):
@@ -80,13 +80,14 @@ def segments(spec: ExperimentSpec, jitters: dict[int, float], only: Iterable[int
         if start > cursor:
             pieces.append((cursor, _workload(spec, spec.workload.shape, round((start - cursor) * 1000),
                                              spec.seed + 2 * number)))
+        params: Mapping[str, Any] = fault.params
         if fault.fault == "data.hot_key":
             shaped = _workload(spec, "hot_key", round((end - start) * 1000), spec.seed + 2 * number + 1,
-                               hot_key_share=fault.params["share"])
+                               hot_key_share=params["share"])
         else:
             shaped = _workload(spec, "rotating", round((end - start) * 1000), spec.seed + 2 * number + 1,
-                               rotation_live_actors=fault.params["live_actors"],
-                               rotation_gap_ms=round(fault.params["gap"] * 1000))
+                               rotation_live_actors=params["live_actors"],
+                               rotation_gap_ms=round(params["gap"] * 1000))
         pieces.append((start, shaped))
         cursor = max(cursor, end)
     if cursor < total:
@@ -242,7 +243,7 @@ class ArmRun:
                 if not self.ended_early:
                     self.arm.drain()
             self.arm.stop_job()
-            self.history.job("exited", "job-driver", code=self.arm.job.returncode)
+            self.history.job("exited", "job-driver", code=self.arm.job.returncode if self.arm.job else None)
         except InfraError as exc:
             self.history.error(str(exc))
             self.say(f"environment error: {exc}")
@@ -282,9 +283,11 @@ class ArmRun:
         deadline = time.monotonic() + WARMUP_TIMEOUT_S
         seq, next_event = 0, 0.0
         while time.monotonic() < deadline:
-            if not self.arm.job.alive():
-                self.history.job("exited", "job-driver", code=self.arm.job.returncode, cause="during start-up")
-                self.say(f"the job exited during start-up; see {self.arm.job.log_path}")
+            job = self.arm.job
+            assert job is not None, "the arm's job is started before its warm-up"
+            if not job.alive():
+                self.history.job("exited", "job-driver", code=job.returncode, cause="during start-up")
+                self.say(f"the job exited during start-up; see {job.log_path}")
                 return False
             batches = [r for r in read_progress(self.arm.progress_path)
                        if r.get("event") == "progress" and r["progress"].get("numInputRows", 0) > 0]
@@ -419,6 +422,8 @@ class ArmRun:
     def _reproduced(self) -> bool:
         self.logs.scan()
         logs = self.spec.arm(self.profile).targets.logs
+        if logs is None:  # ends_early needs expected log signatures: never None here
+            return False
         return all(self.logs.count_since_mark(pattern) >= logs.min_matches for pattern in logs.expected)
 
     def _progress_line(self, now: float) -> str:
@@ -460,6 +465,7 @@ class ArmRun:
         (`firings` times), the held request released after each; then it heals (at once for a kill: whatever is
         still down is restarted; else `for` after the last firing, or at the window's end)."""
         trigger, what = self.spec.faults[index].on, f"{fault.fault.fault} on {fault.fault.target}"
+        assert trigger is not None, "only a fault with `on:` runs triggered"
         rng = random.Random(f"{self.spec.seed}:{index}")  # the same draws for every arm and every rerun of a seed
         events = tuple(e for e in trigger.events if e in self.events_possible)
         fired_at = None

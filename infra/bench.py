@@ -8,6 +8,7 @@ Kept out of infra/containers.py and infra/s3proxy.py, which infra/stack.py impor
 imports the stack (tests/unit/test_import_cycles.py)."""
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from pathlib import Path
@@ -81,7 +82,7 @@ def _measure(client, bucket: str, get_key: str, payload: bytes, samples: int, pr
 
     puts, gets = [], []
     for n in range(samples):
-        puts.append(_timed(lambda n=n: put(n)))
+        puts.append(_timed(functools.partial(put, n)))
         gets.append(_timed(get))
     return {"put": latency_summary(puts), "get": latency_summary(gets)}
 

@@ -176,7 +176,7 @@ def _component_class():
                              working_dir="/", stop_signal="SIGTERM")
             if wait_running:  # a one-shot command may have finished already: "exited" is not a failed start
                 self.waiting_for(ContainerStatusWaitStrategy().with_poll_interval(0.05)
-                                 .with_startup_timeout(START_TIMEOUT_S))
+                                 .with_startup_timeout(int(START_TIMEOUT_S)))
             self.log_path = log_path
             self._guard = threading.Lock()
             self._stopped = False

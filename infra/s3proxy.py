@@ -80,11 +80,16 @@ class S3Request:
 
     @property
     def op(self) -> str:
-        return (self.start or self.end).op
+        return self._either().op
 
     @property
     def key(self) -> str:
-        return (self.start or self.end).key
+        return self._either().key
+
+    def _either(self) -> S3Event:
+        event = self.start or self.end
+        assert event is not None, "a request has a start or an end event"
+        return event
 
 
 def pair_requests(events: Iterable[S3Event]) -> dict[str, S3Request]:

@@ -59,14 +59,16 @@ def check_exit_code(tl: Timeline, expected_code: int) -> Check:
     code = exits[-1].get("code")
     own = [j for j in exits if j.get("code") not in (0, -15, 143, None) and not j.get("cause")]
     ended = own[0] if own else exits[-1]
-    meaning = EXIT_MEANINGS.get(ended.get("code"), "killed" if isinstance(ended.get("code"), int)
-                                and ended["code"] < 0 else "?")
+    ended_code = ended.get("code")
+    meaning = (EXIT_MEANINGS.get(ended_code, "killed" if ended_code < 0 else "?") if isinstance(ended_code, int)
+               else "?")
     measured = f"exit {ended.get('code')} ({meaning})"
     if ended.get("code") == expected_code:
         return Check("exit_code", "PASSED", expected, measured, f"the job's driver ended with {measured} at "
                      f"{at_time(ended)}")
     return Check("exit_code", "FAILED", expected, measured, f"the job's driver ended with {measured} at "
-                 f"{at_time(ended)}, not {expected}" + (f" (last recorded exit: {code})" if ended is not exits[-1] else ""))
+                 f"{at_time(ended)}, not {expected}"
+                 + (f" (last recorded exit: {code})" if ended is not exits[-1] else ""))
 
 
 def control_refused(data: ControlData, within: float) -> Check:

@@ -9,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from ..errors import SpecError
 from ..history import HistoryError, read_history
@@ -128,14 +128,14 @@ def judge_run(run_dir: str | Path) -> dict:
     run, _ = read_json(run_dir / "run.json")
     run = run if isinstance(run, Mapping) else {}
     status = run.get("status") if isinstance(run.get("status"), str) else "unknown"
-    experiments = []
+    experiments: list[dict[str, Any]] = []
     for experiment_dir in _experiment_dirs(run_dir, run.get("experiments")):
         raw, why = read_json(experiment_dir / "spec.json")
         try:
             if raw is None:
                 raise SpecError(f"{experiment_dir.name}/spec.json: (file): {why}; allowed: the spec.json a run "
                                 "writes")
-            spec = ExperimentSpec.from_dict(raw, where=f"{experiment_dir.name}/spec.json")
+            spec = ExperimentSpec.from_dict(cast(Mapping[str, object], raw), where=f"{experiment_dir.name}/spec.json")
         except SpecError as exc:
             arms = [_unknown_arm(p.name, "control" if p.name == "naive" else "subject", "spec", str(exc))
                     for p in sorted(experiment_dir.iterdir()) if p.is_dir()]
@@ -165,7 +165,7 @@ def judge_run(run_dir: str | Path) -> dict:
         verdict = INTERRUPTED
     elif status != "completed":  # error, or a harness that never finished (running): the environment broke
         verdict = worst([verdict, "UNKNOWN"])
-    results = {"verdict": verdict, "status": status, "experiments": experiments, "flaky": flaky}
+    results: dict[str, Any] = {"verdict": verdict, "status": status, "experiments": experiments, "flaky": flaky}
     rows = mutate_plan(run_dir)
     if rows is not None:  # a mutate run: its mutants are meant to fail; the run passes when every switch is killed
         from ..mutate import matrix
@@ -187,7 +187,7 @@ def mutate_plan(run_dir: Path) -> list[dict] | None:
 _REPEAT = re.compile(r"\.r(\d+)$")
 
 
-def flaky_arms(experiments: Sequence[Mapping[str, object]]) -> list[dict]:
+def flaky_arms(experiments: Sequence[Mapping[str, Any]]) -> list[dict]:
     """Arms of repeated experiments (directories <name>.r1, <name>.r2, ...) whose verdicts differ between repeats."""
     seen: dict[tuple[str, str], list[str]] = {}
     for experiment in experiments:

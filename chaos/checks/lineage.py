@@ -2,7 +2,7 @@
 one batch in flight, the next state version loadable in every partition, and what a restart reads intact."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .base import CheckDef, ControlData, settle
 from .timeline import Check
@@ -21,7 +21,7 @@ def _loadable(version: int, snapshots: set[int], changelogs: set[int]) -> bool:
     return not snapshots and all(v in changelogs for v in range(1, version + 1))
 
 
-def check_lineage(lineage: Mapping[str, object] | None, missing: str = "no lineage.json") -> Check:
+def check_lineage(lineage: Mapping[str, Any] | None, missing: str = "no lineage.json") -> Check:
     """The checkpoint a restart would use: metadata; commits ⊆ offsets; both contiguous; at most one batch in
     flight; in every state partition, version max(commits) + 1 loadable (a snapshot at it, or a snapshot at or
     below it with a changelog for every later version up to it, or changelogs from 1 when there is no snapshot)."""
@@ -35,7 +35,8 @@ def check_lineage(lineage: Mapping[str, object] | None, missing: str = "no linea
         return sorted(int(v) for v in value) if isinstance(value, list) else []
 
     offsets, commits = ids("offsets"), ids("commits")
-    state = lineage.get("state") if isinstance(lineage.get("state"), Mapping) else {}
+    raw_state = lineage.get("state")
+    state: Mapping[str, Any] = raw_state if isinstance(raw_state, Mapping) else {}
     measured = (f"offsets {_span(offsets)}, commits {_span(commits)}, {len(state)} state partitions"
                 + (f", {len(lineage['rollbacks'])} rollbacks" if isinstance(lineage.get("rollbacks"), list)
                    and lineage["rollbacks"] else ""))
@@ -69,7 +70,7 @@ def check_lineage(lineage: Mapping[str, object] | None, missing: str = "no linea
             if not _loadable(version, snapshots, changelogs):
                 return broken(f"state version {version} loadable: partition {name} has snapshots "
                               f"{_span(sorted(snapshots))} and changelogs {_span(sorted(changelogs))}")
-    content = lineage.get("content") if isinstance(lineage.get("content"), Mapping) else None
+    content: Mapping[str, Any] | None = lineage.get("content") if isinstance(lineage.get("content"), Mapping) else None
     if content is not None and content.get("problems"):
         problems = [str(p) for p in content["problems"]]
         return broken(f"what a restart reads loads: {len(problems)} problem(s): {'; '.join(problems[:3])}")

@@ -17,8 +17,7 @@ def check_progress(tl: Timeline) -> Check:
         why = (f"; the job exited before it ({started_exit.get('cause') or 'code ' + str(started_exit.get('code'))})"
                if started_exit is not None else "")
         return Check("progress", "NODATA", expected, "no phase recorded", f"the history has no phase record{why}")
-    ids = [(time_of(s), metric(s, "batch_id")) for s in tl.samples]
-    ids = [(t, b) for t, b in ids if b is not None]
+    ids = [(time_of(s), b) for s in tl.samples if (b := metric(s, "batch_id")) is not None]
 
     fault = tl.first_injection()
     if fault is not None:
@@ -57,15 +56,15 @@ def check_progress(tl: Timeline) -> Check:
                      f"no batch_id measured in {', '.join(unmeasured)}: progress there cannot be judged")
     # Before the faults and at the end, a healthy job completes batches steadily, not one per phase.
     for name, start, end in _steady_windows(tl):
-        inside = [(t, b) for t, b in ids if start <= t < end]
-        if len(inside) < 4:
+        steady = [b for t, b in ids if start <= t < end]
+        if len(steady) < 4:
             continue
-        advanced = sum(1 for (_, before), (_, after) in zip(inside, inside[1:]) if after > before)
-        share = advanced / (len(inside) - 1)
+        advanced = sum(1 for earlier, later in zip(steady, steady[1:]) if later > earlier)
+        share = advanced / (len(steady) - 1)
         if share < STEADY_PROGRESS_SHARE:
             return Check("progress", "FAILED", expected, measured + f"; {name}: {share:.0%} of samples advanced",
                          f"batches did not complete steadily during {name} (t={start:.1f}s to {end:.1f}s): the "
-                         f"batch id advanced in {advanced} of {len(inside) - 1} sample intervals (< "
+                         f"batch id advanced in {advanced} of {len(steady) - 1} sample intervals (< "
                          f"{STEADY_PROGRESS_SHARE:.0%})")
     return Check("progress", "PASSED", expected, measured, "batches completed in every phase, steadily before the "
                  "faults and at the end")

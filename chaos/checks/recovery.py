@@ -28,7 +28,8 @@ MOMENTARY_FAULTS = ("process.kill", "checkpoint.corrupt", "data.hot_key", "data.
 def _lasting_windows(tl: Timeline) -> list[tuple[float, float]]:
     """(injected, healed) of each fault whose effect lasts while it is injected (a proxy down, a toxic, a pause, an S3
     rule, a second deployment); a window never healed runs to the end of the history."""
-    windows, open_at = [], {}
+    windows: list[tuple[float, float]] = []
+    open_at: dict[tuple[object, object], float] = {}
     for record in tl.faults:
         if record.get("name") in MOMENTARY_FAULTS:
             continue
@@ -99,8 +100,10 @@ def _recovery_after(tl: Timeline, target: Recovery, start: Mapping[str, object],
 
 
 def _interruptions(tl: Timeline) -> list[float]:
-    """When something new hits the job: a fault begins (workload reshaping aside), or its driver is killed or stopped."""
-    times = [time_of(f) for f in tl.faults if f.get("state") == "injecting" and not str(f.get("name")).startswith("data.")]
+    """When something new hits the job: a fault begins (workload reshaping aside), or its driver is killed or
+    stopped."""
+    times = [time_of(f) for f in tl.faults
+             if f.get("state") == "injecting" and not str(f.get("name")).startswith("data.")]
     # An exit with a cause was done to it (a kill, a stop to damage its checkpoint); the arm's final stop has none.
     times += [time_of(j) for j in tl.jobs if j.get("event") == "exited" and j.get("process") == "job-driver"
               and j.get("cause")]
@@ -129,13 +132,13 @@ def measure_recovery(tl: Timeline, target: Recovery) -> RecoveryTime:
     failed = [r for r in results if r.verdict == "FAILED"]
     if failed:
         unrecovered = [r for r in failed if r.seconds is None]
-        worst_one = unrecovered[0] if unrecovered else max(failed, key=lambda r: r.seconds)
+        worst_one = unrecovered[0] if unrecovered else max(failed, key=lambda r: r.seconds or 0.0)
     else:
         measured = [r for r in results if r.seconds is not None]
         if not measured:
             return results[-1] if results else RecoveryTime(None, "NODATA", None, "every disruption was followed by "
                                                             "another fault before its bound ran out")
-        worst_one = max(measured, key=lambda r: r.seconds)
+        worst_one = max(measured, key=lambda r: r.seconds or 0.0)
     if len(results) > 1:
         seconds = [f"{r.seconds:g}" for r in results if r.seconds is not None]
         worst_one = dataclasses.replace(worst_one, why=f"{worst_one.why} (the slowest of {len(results)} "

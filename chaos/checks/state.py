@@ -105,11 +105,11 @@ def check_state(tl: Timeline, target: StateTarget, live_keys: int | None) -> Che
                                 .replace(" grow ", " change "))
             else:
                 # Rows and bytes both: the incident's list state held a flat 2 rows per key while its bytes grew.
-                grown = [f for f in fits if f.relative > (target.threshold if f is rows else target.bytes_threshold)]
-                verdicts.append("FAILED" if grown else "PASSED")
-                messages.append(("state grows: " if grown else "state plateaus: ")
+                grew = [f for f in fits if f.relative > (target.threshold if f is rows else target.bytes_threshold)]
+                verdicts.append("FAILED" if grew else "PASSED")
+                messages.append(("state grows: " if grew else "state plateaus: ")
                                 + ", ".join(_describe(f, target.during).replace(" grow ", " change ")
-                                            for f in (grown or fits)))
+                                            for f in (grew or fits)))
     if target.max_rows is not None or target.max_rows_per_key is not None:
         values = [v for s in tl.samples_in(target.during) if (v := metric(s, "state_rows")) is not None]
         if len(values) < MIN_STATE_SAMPLES:
