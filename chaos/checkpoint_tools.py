@@ -30,7 +30,7 @@ import random
 import re
 import zipfile
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 METHODS = ("bit_flip", "truncate", "footer", "zero_fill")
 STATE_KINDS = ("sst", "zip", "changelog")           # `version`: the state version
@@ -174,16 +174,20 @@ def parse_listing(listing: Iterable, root: str) -> Layout:
         elif kind == "sources":
             layout.sources[key] = file
         elif kind == "offsets":
+            assert version is not None  # classify gives offsets, commits and state files a version
             layout.offsets[version] = file
         elif kind == "commits":
+            assert version is not None
             layout.commits[version] = file
         elif kind == "state_metadata":
             layout.state_metadata[key] = file
         else:
+            assert partition is not None  # classify gives every state file its partition
             part = layout.partitions.setdefault(partition, Partition())
             if kind == "sst":
                 part.ssts[key.rsplit("/", 1)[1]] = file
             else:
+                assert version is not None
                 (part.snapshots if kind == "zip" else part.changelogs)[version] = file
     layout.temporary.sort()
     layout.bookkeeping.sort()
@@ -413,8 +417,8 @@ def _choose_state(checkpoint: Layout, kind: str, version: int | str, rng: random
     committed = max(checkpoint.commits) + 1 if checkpoint.commits else None
     by_partition: dict[str, list[tuple[int, CheckpointFile]]] = {}
     for name, partition in checkpoint.partitions.items():
-        files = partition.snapshots if kind in ("zip", "sst") else partition.changelogs
-        for v, file in files.items():
+        versions = partition.snapshots if kind in ("zip", "sst") else partition.changelogs
+        for v, file in versions.items():
             if committed is not None and v > committed:
                 continue  # a version no commit refers to is never loaded: damaging it proves nothing
             by_partition.setdefault(name, []).append((v, file))
@@ -442,7 +446,7 @@ def _choose_state(checkpoint: Layout, kind: str, version: int | str, rng: random
     chosen: list[CheckpointFile] = []
     spare: list[CheckpointFile] = []
     for snapshot in files:
-        partition = checkpoint.partitions[snapshot.partition]
+        partition = checkpoint.partitions[str(snapshot.partition)]  # a snapshot always has its partition
         ssts = [partition.ssts[n] for n in sorted(snapshot_ssts(snapshot)) if n in partition.ssts]
         rng.shuffle(ssts)
         if ssts:
@@ -537,7 +541,7 @@ def corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str, method:
     rng = random.Random(seed)
     targets = choose(read_layout(s3, bucket, root), kind, version, rng, count=len(methods),
                      snapshot_ssts=_zip_reader(s3, bucket, root))
-    done = []
+    done: list[dict[str, Any]] = []
     for target, how in zip(targets, methods):
         key = f"{root}/{target.key}"
         original = _read(s3, bucket, key)

@@ -83,6 +83,14 @@ def _jcmd() -> str:
                         "openjdk-17-jdk-headless")
 
 
+def _pid(stack: Stack, component: str) -> int:
+    """A server's pid on the local backend (the only one the training runs on)."""
+    pid = stack.handles[component].pid
+    if pid is None:
+        raise TrainingError(f"class-data archives: no pid for {component} on this backend")
+    return pid
+
+
 def _dump(jcmd: str, pid: int, path: str, role: str, progress: Callable[[str], None]) -> None:
     started = time.monotonic()
     result = subprocess.run([jcmd, str(pid), "VM.cds", "dynamic_dump", path], capture_output=True, text=True,
@@ -105,7 +113,7 @@ def _train(run_dir: Path, record: cds.ClassArchives, jcmd: str, progress: Callab
         for profile in cds.DRIVER_PROFILES:
             _train_job(stack, run_dir, profile, record, jcmd, progress)
         for role in ("kafka", "spark-master", "spark-worker"):
-            _dump(jcmd, stack.handles[role].pid, record.paths[role], role, progress)
+            _dump(jcmd, _pid(stack, role), record.paths[role], role, progress)
 
 
 def _train_job(stack: Stack, run_dir: Path, profile: str, record: cds.ClassArchives, jcmd: str,
@@ -146,7 +154,7 @@ def _train_job(stack: Stack, run_dir: Path, profile: str, record: cds.ClassArchi
             time.sleep(0.5)
         progress(f"class-data archives: the {profile} job ran {len(stateful)} batches; dumping its JVMs")
         driver = _one_pid(descendants_running(job.pid, b"org.apache.spark.deploy.SparkSubmit"), "driver")
-        executor = _one_pid(descendants_running(stack.handles["spark-worker"].pid, b"CoarseGrainedExecutorBackend"),
+        executor = _one_pid(descendants_running(_pid(stack, "spark-worker"), b"CoarseGrainedExecutorBackend"),
                             "executor")
         _dump(jcmd, driver, record.paths[f"driver-{profile}"], f"driver-{profile}", progress)
         _dump(jcmd, executor, record.paths[f"executor-{profile}"], f"executor-{profile}", progress)

@@ -20,6 +20,7 @@ from infra.errors import InfraError
 from infra.paths import REPORTS_DIR, cache_dir
 
 from . import errors
+from .verdicts import EXIT as VERDICT_EXIT  # the one owner of verdicts and their exit codes
 
 BACKENDS = ("local", "containers")
 
@@ -187,8 +188,6 @@ def bench_startup(rounds: int, variants: list[str], as_json: bool, out: Path | N
 
 # -- run / check / list -------------------------------------------------------------------------------------
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
-VERDICT_EXIT = {"PASSED": errors.PASSED, "FAILED": errors.FAILED, "UNKNOWN": errors.ENVIRONMENT,
-                "HANG": errors.HANG, "NODATA": errors.NODATA, "INTERRUPTED": errors.INTERRUPTED}
 
 
 def _resolve(names: list[str], suite: str | None, scale: float | None):

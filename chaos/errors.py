@@ -20,11 +20,3 @@ class ChaosError(Exception):
 
 class SpecError(ChaosError):
     exit_code = USAGE
-
-
-class EnvError(ChaosError):
-    exit_code = ENVIRONMENT
-
-
-class Interrupted(ChaosError):
-    exit_code = INTERRUPTED

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from infra.errors import InfraError
 from infra.procs import ManagedProcess, descendants_running
@@ -27,6 +27,11 @@ from infra.procs import ManagedProcess, descendants_running
 from .faults_catalog import FAULTS
 from .history import HistoryWriter
 from .spec import Fault
+
+if TYPE_CHECKING:
+    from infra.stack import Stack
+
+    from .jobrun import ArmState
 
 # `spark-driver` covers both driver ports executors connect to (RPC and block manager).
 PROXIES = {"kafka": ("kafka",), "s3": ("s3",), "spark-driver": ("spark-driver", "spark-driver-blocks")}
@@ -38,6 +43,10 @@ class ArmControl(Protocol):
     """What a fault may do to the arm's job (chaos.jobrun.JobArm provides it)."""
 
     job: ManagedProcess | None
+    state: ArmState  # the deployment's topic and name
+
+    @property
+    def checkpoint_prefix(self) -> str: ...
 
     def start_job(self) -> ManagedProcess: ...
     def start_second_deployment(self) -> ManagedProcess: ...
@@ -46,7 +55,7 @@ class ArmControl(Protocol):
 
 @dataclass
 class FaultContext:
-    stack: object  # infra.stack.Stack
+    stack: Stack
     arm: ArmControl
     history: HistoryWriter
     say: Callable[[str], None] = print
@@ -97,8 +106,14 @@ class BaseFault:
             self.healed_at = time.monotonic()
         self._record("healed")
 
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """The fault's params (every catalog param, defaults filled in, durations in seconds): values as the catalog
+        declares them (chaos/faults_catalog.py), so typed Any here."""
+        return self.fault.params
+
     def _record(self, state: str) -> None:
-        self.ctx.history.fault(self.fault.fault, self.fault.target, state, self.fault.params)
+        self.ctx.history.fault(self.fault.fault, self.fault.target, state, self.params)
         self.ctx.say(f"fault {self.fault.fault} on {self.fault.target}: {state}")
 
     def inject(self) -> None:
@@ -109,8 +124,14 @@ class BaseFault:
 
     # -- lifecycle triggers (chaos/triggers.py): the runner calls fire() when the event happens, releases the held
     # request (dropped if `kills_sender`: its process is dead), then calls after_fire().
-    firings = 1  # how many events this fault fires on
-    kills_sender = False
+    @property
+    def firings(self) -> int:
+        """How many events this fault fires on."""
+        return 1
+
+    @property
+    def kills_sender(self) -> bool:
+        return False
 
     def fire(self) -> None:
         self.run_inject()
@@ -134,7 +155,7 @@ class Toxic(BaseFault):
     """One toxic per proxy and direction; `both` adds an upstream and a downstream toxic."""
 
     def _attributes(self) -> dict:
-        p = self.fault.params
+        p = self.params
         kind = self.fault.fault
         if kind == "network.latency":
             return {"latency": round(p["latency"] * 1000), "jitter": round(p["jitter"] * 1000)}
@@ -149,7 +170,7 @@ class Toxic(BaseFault):
         raise AssertionError(kind)
 
     def _streams(self) -> tuple[str, ...]:
-        direction = self.fault.params["direction"]
+        direction = self.params["direction"]
         return ("upstream", "downstream") if direction == "both" else (direction,)
 
     def _names(self):
@@ -160,7 +181,7 @@ class Toxic(BaseFault):
     def inject(self) -> None:
         for proxy, stream, name in self._names():
             self.ctx.stack.toxiproxy.add_toxic(proxy, name, TOXIC_TYPES[self.fault.fault], self._attributes(),
-                                               stream=stream, toxicity=self.fault.params["toxicity"])
+                                               stream=stream, toxicity=self.params["toxicity"])
 
     def heal(self) -> None:
         for proxy, _stream, name in self._names():
@@ -180,7 +201,7 @@ class Flap(BaseFault):
             self.ctx.stack.toxiproxy.set_enabled(proxy, enabled)
 
     def _cycle(self) -> None:
-        period, down = self.fault.params["period"], self.fault.params["down"]
+        period, down = self.params["period"], self.params["down"]
         try:
             while not self._stop.is_set():
                 self._set(False)
@@ -236,7 +257,7 @@ class Kill(ProcessFault):
 
     @property
     def firings(self) -> int:
-        return self.fault.params["count"]
+        return self.params["count"]
 
     @property
     def kills_sender(self) -> bool:
@@ -251,15 +272,15 @@ class Kill(ProcessFault):
             self._thread = threading.Thread(target=lambda: None, name="kill", daemon=True)
             self._thread.start()
             self._record("injected")
-        self._signal(self.fault.params["signal"])
-        self.ctx.history.job("exited", self.fault.target, cause=f"signal {self.fault.params['signal']}")
+        self._signal(self.params["signal"])
+        self.ctx.history.job("exited", self.fault.target, cause=f"signal {self.params['signal']}")
 
     def after_fire(self) -> None:
         self._restart_if_down(just_killed=True)
 
     def inject(self) -> None:
-        count = self.fault.params["count"]
-        interval = self.fault.params.get("interval") or self.fault.duration / count
+        count = self.params["count"]
+        interval = self.params.get("interval") or self.fault.duration / count
         self._between = threading.Event()  # set by heal: no kill after the fault's window
         self._thread = threading.Thread(target=self._kills, args=(count, interval), name="kill", daemon=True)
         self._thread.start()
@@ -269,8 +290,8 @@ class Kill(ProcessFault):
             for n in range(count):
                 if n and self._between.wait(interval):
                     return
-                self._signal(self.fault.params["signal"])
-                self.ctx.history.job("exited", self.fault.target, cause=f"signal {self.fault.params['signal']}")
+                self._signal(self.params["signal"])
+                self.ctx.history.job("exited", self.fault.target, cause=f"signal {self.params['signal']}")
                 self._restart_if_down(just_killed=True)
         except InfraError as exc:
             self.ctx.history.error(f"kill of {self.fault.target}: {exc}")
@@ -320,12 +341,12 @@ class SecondDeployment(BaseFault):
 
     def inject(self) -> None:
         arm, history = self.ctx.arm, self.ctx.history
-        if self.fault.params["mode"] == "simultaneous":
+        if self.params["mode"] == "simultaneous":
             arm.stop_job()
             history.job("exited", "job-driver", cause="stopped for a second deployment")
             first = arm.start_job()
             history.job("restarted", "job-driver", pid=first.pid)
-        elif self.stop.wait(self.fault.params.get("stagger") or 10.0):
+        elif self.stop.wait(self.params.get("stagger") or 10.0):
             return  # the arm ended during the stagger
         self.second = arm.start_second_deployment()
         history.job("started", "second-deployment", pid=self.second.pid,
@@ -364,8 +385,11 @@ class CorruptCheckpoint(BaseFault):
     def fire(self) -> None:
         self._record("injecting")
         self.injected = True
-        self.ctx.arm.job.signal(signal.SIGKILL)
-        self.ctx.arm.job.wait(30)
+        job = self.ctx.arm.job
+        if job is None:
+            raise FaultError("checkpoint.corrupt fired with no job running to kill")
+        job.signal(signal.SIGKILL)
+        job.wait(30)
         self.ctx.history.job("exited", "job-driver", cause="killed at a lifecycle event to corrupt its checkpoint")
 
     def after_fire(self) -> None:
@@ -376,7 +400,7 @@ class CorruptCheckpoint(BaseFault):
         """Damage the (stopped or killed) job's checkpoint, then start the job on it whatever happened."""
         from . import checkpoint_tools
 
-        arm, p = self.ctx.arm, self.fault.params
+        arm, p = self.ctx.arm, self.params
         try:
             damaged = checkpoint_tools.corrupt(self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket,
                                                arm.checkpoint_prefix, kind=p["kind"], version=p["version"],
@@ -391,7 +415,7 @@ class CorruptCheckpoint(BaseFault):
     def inject(self) -> None:
         from . import checkpoint_tools
 
-        arm, history, p = self.ctx.arm, self.ctx.history, self.fault.params
+        arm, history, p = self.ctx.arm, self.ctx.history, self.params
         s3, bucket = self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket
         deadline = time.monotonic() + self.WAIT_S
         count = 1 if isinstance(p["method"], str) else len(p["method"])
@@ -423,7 +447,7 @@ class S3Rule(BaseFault):
     reads are never touched)."""
 
     def _rule(self) -> dict:
-        p, kind = self.fault.params, self.fault.fault
+        p, kind = self.params, self.fault.fault
         key = "^" + re.escape(self.ctx.arm.state.deployment + "/") + glob_regex(p["keys"]) + "$"
         if kind == "s3.slow_put":
             return {"ops": list(p["ops"]), "key": key, "action": "delay", "delay_ms": round(p["delay"] * 1000),

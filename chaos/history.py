@@ -23,7 +23,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 PHASES = ("steady", "inject", "recover")
 BOUNDARIES = ("start", "end")
@@ -136,7 +136,7 @@ def json_object(raw: bytes) -> dict[str, object]:
     return record
 
 
-def _parse(raw: bytes) -> dict[str, object]:
+def _parse(raw: bytes) -> dict[str, Any]:
     record = json_object(raw)
     t = record.get("t")
     if not isinstance(t, (int, float)) or isinstance(t, bool):
@@ -146,10 +146,10 @@ def _parse(raw: bytes) -> dict[str, object]:
     return record
 
 
-def read_history(path: str | os.PathLike[str]) -> list[dict[str, object]]:
+def read_history(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """All records in order. Only an unterminated last line that does not parse is dropped (a torn write by a
     crashed writer); any other bad line, or t going back, raises HistoryError naming the line."""
-    records: list[dict[str, object]] = []
+    records: list[dict[str, Any]] = []
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, 1):
             try:

@@ -90,9 +90,10 @@ class LifecycleWatch:
         now = time.monotonic()
         index = len(starts) - 1
         if not starts or starts[-1][0] + draw.after < now:
-            index = self._next_start(len(starts) - 1, deadline, stop)
-            if index is None:
+            found = self._next_start(len(starts) - 1, deadline, stop)
+            if found is None:
                 return None
+            index = found
         with self._changed:
             at = self._starts[index][0] + draw.after
         if at > deadline or stop.wait(max(0.0, at - time.monotonic())):
@@ -105,9 +106,10 @@ class LifecycleWatch:
         with self._changed:
             index = len(self._starts) - 1
         if index < 0 or self._first_batch_seen(trigger, self._starts[index][1]):
-            index = self._next_start(index, deadline, stop)
-            if index is None:
+            found = self._next_start(index, deadline, stop)
+            if found is None:
                 return None
+            index = found
         return self._hold(trigger, draw, deadline, stop)
 
     def launch_pending(self) -> bool:

@@ -19,7 +19,7 @@ import dataclasses
 import json
 from pathlib import Path
 from types import MappingProxyType
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .spec import ExperimentSpec
 from .switches import SWITCHES
@@ -31,7 +31,7 @@ SEPARATOR = "--"
 
 
 def _merged(settings: Mapping[str, object], off: Mapping[str, object]) -> dict[str, object]:
-    merged = dict(settings)
+    merged: dict[str, Any] = dict(settings)
     for name, value in off.items():
         if isinstance(value, Mapping) and isinstance(merged.get(name), Mapping):
             merged[name] = {**merged[name], **value}
@@ -47,7 +47,8 @@ def mutant(spec: ExperimentSpec, switch: str) -> ExperimentSpec:
     arm = dataclasses.replace(hardened, settings=MappingProxyType(_merged(hardened.settings, off.off)))
     job = spec.job
     if "max_session_length" in off.job_off:
-        job = dataclasses.replace(job, max_session_length=off.job_off["max_session_length"],
+        length: Any = off.job_off["max_session_length"]  # seconds or None (chaos/switches.py)
+        job = dataclasses.replace(job, max_session_length=length,
                                   max_session_length_set=True)
     return dataclasses.replace(spec, name=f"{spec.name}{SEPARATOR}{switch}", arms=(arm,), job=job, claims=(),
                                require_discrimination=False, cannot_discriminate=None)
@@ -85,7 +86,7 @@ def _outcome(check: Mapping[str, object]) -> bool:
     return name in OUTCOME_CHECKS or name.startswith("probe:")
 
 
-def mutant_status(arm: Mapping[str, object] | None) -> tuple[str, str]:
+def mutant_status(arm: Mapping[str, Any] | None) -> tuple[str, str]:
     """(killed | survived | unknown, why) for one mutant arm's result."""
     if arm is None:
         return "unknown", "not run"
@@ -101,13 +102,14 @@ def mutant_status(arm: Mapping[str, object] | None) -> tuple[str, str]:
     return "unknown", f"verdict {arm.get('verdict')}: the environment failed or nothing was measured"
 
 
-def matrix(results: Mapping[str, object], rows: list[dict]) -> dict:
+def matrix(results: Mapping[str, Any], rows: list[dict]) -> dict:
     """The switch x experiment matrix of a mutate run, and the kill rate."""
     arms = {}
     for experiment in results.get("experiments", []):
         hardened = next((a for a in experiment.get("arms", []) if a.get("profile") == "hardened"), None)
         arms[experiment.get("name")] = hardened
-    cells, switches = [], {}
+    cells: list[dict[str, Any]] = []
+    switches: dict[str, dict[str, Any]] = {}
     for row in rows:
         status, why = mutant_status(arms.get(row["mutant"]))
         cells.append({**row, "status": status, "why": why})
@@ -129,7 +131,7 @@ def matrix(results: Mapping[str, object], rows: list[dict]) -> dict:
             "not_run": unclaimed}
 
 
-def headline(mutation: Mapping[str, object]) -> str:
+def headline(mutation: Mapping[str, Any]) -> str:
     rate = mutation.get("kill_rate")
     shown = "n/a" if rate is None else f"{rate * 100:.0f} %"
     survivors = mutation.get("survivors") or []

@@ -11,7 +11,7 @@ import bisect
 import hashlib
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, fields
-from typing import Iterable, Mapping, Protocol
+from typing import Any, Iterable, Mapping, Protocol
 
 Range = tuple[int, int]
 
@@ -49,7 +49,7 @@ class Session:
         """Accept a job's output row (dict) or a Session; `where` names the row in error messages."""
         if isinstance(record, Session):
             return record
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(cls):
             if f.name not in record:
                 raise ValueError(f"{where}: missing field {f.name!r}")
@@ -110,7 +110,7 @@ def expected_sessions(
                 run = []
             run.append((t, seq))
         sessions.append(_session(key, run, gap_ms))
-    if not drained:
+    if not drained and watermark_ms is not None:  # given when not drained (checked above)
         sessions = [s for s in sessions if s.end_ms <= watermark_ms]
     return sessions
 
@@ -361,7 +361,7 @@ def coverage(
     )
 
 
-def _field(record: Mapping[str, object] | Session, name: str, where: str) -> object:
+def _field(record: Mapping[str, object] | Session, name: str, where: str) -> Any:
     value = getattr(record, name) if isinstance(record, Session) else record.get(name)
     wanted = str if name == "key" else int
     if not isinstance(value, wanted) or isinstance(value, bool):

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import Counter, deque
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import urllib3
 
@@ -148,7 +148,7 @@ class Sampler:
         self.logs = logs
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last = {"batch_id": None, "state_rows": None, "state_bytes": None, "end": None}
+        self._last: dict[str, Any] = {"batch_id": None, "state_rows": None, "state_bytes": None, "end": None}
         self._checkpoint_bytes: int | None = None
         self._checkpoint_at = 0.0
         self.last_sample: dict | None = None  # for live progress

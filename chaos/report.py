@@ -25,8 +25,6 @@ from urllib.parse import quote
 
 from .history import HistoryError, read_history
 
-# Worst first (docs/run-store.md); INTERRUPTED is a run cut short.
-VERDICT_ORDER = ("FAILED", "UNKNOWN", "HANG", "NODATA", "INTERRUPTED", "PASSED")
 VERDICT_COLOURS = {"PASSED": "#1a7f37", "FAILED": "#cf222e", "UNKNOWN": "#8250df", "HANG": "#bc4c00",
                    "NODATA": "#6e7781", "INTERRUPTED": "#9a6700"}
 

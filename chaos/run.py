@@ -21,15 +21,15 @@ import json
 import random
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from infra.errors import InfraError
-from infra.stack import Stack, _signals_deferred as signals_deferred
+from infra.stack import Stack, signals_deferred
 from job.settings import FACTORIES
 
-from .checkers import healthy_sample
+from .checks.recovery import healthy_sample
+from .checks.registry import holding_back
 from .faults import FaultContext, build
 from .history import HistoryWriter
 from .jobrun import DRAIN_KEY, ArmConfig, JobArm
@@ -43,16 +43,10 @@ from .workload import Event, WorkloadSpec, plan
 WARMUP_TIMEOUT_S = 240.0
 
 
-@dataclass
-class RunOptions:
-    backend: str = "local"
-    progress: Callable[[str], None] = print
-
-
 # -- the workload, with data faults reshaping their windows ---------------------------------------------------
 def _workload(spec: ExperimentSpec, shape: str, duration_ms: int, seed: int, **changes) -> WorkloadSpec:
     w = spec.workload
-    fields = dict(shape=shape, keys=w.keys or 1, rate=w.rate, duration_ms=duration_ms, seed=seed,
+    fields: dict[str, Any] = dict(shape=shape, keys=w.keys or 1, rate=w.rate, duration_ms=duration_ms, seed=seed,
                   payload_bytes=w.payload_bytes)
     for name, value in (("zipf_s", w.zipf_s), ("hot_key_share", w.hot_key_share),
                         ("rotation_live_actors", w.rotation_live_actors)):
@@ -86,13 +80,14 @@ def segments(spec: ExperimentSpec, jitters: dict[int, float], only: Iterable[int
         if start > cursor:
             pieces.append((cursor, _workload(spec, spec.workload.shape, round((start - cursor) * 1000),
                                              spec.seed + 2 * number)))
+        params: Mapping[str, Any] = fault.params
         if fault.fault == "data.hot_key":
             shaped = _workload(spec, "hot_key", round((end - start) * 1000), spec.seed + 2 * number + 1,
-                               hot_key_share=fault.params["share"])
+                               hot_key_share=params["share"])
         else:
             shaped = _workload(spec, "rotating", round((end - start) * 1000), spec.seed + 2 * number + 1,
-                               rotation_live_actors=fault.params["live_actors"],
-                               rotation_gap_ms=round(fault.params["gap"] * 1000))
+                               rotation_live_actors=params["live_actors"],
+                               rotation_gap_ms=round(params["gap"] * 1000))
         pieces.append((start, shaped))
         cursor = max(cursor, end)
     if cursor < total:
@@ -162,14 +157,13 @@ def recovery_window_end(planned_end: float, healed_at: float | None, recovery: R
 
 
 def ends_early(arm) -> bool:
-    """May this arm stop as soon as its incident shows? A control that must reproduce an incident and is judged
-    only by log signatures (and lineage) has nothing more to show once its signatures have matched as often as
-    they must (its job may still run: the incident has been seen)."""
+    """May this arm stop as soon as its incident shows? A control that must reproduce an incident, has expected log
+    signatures to show it, and sets no target whose check needs the arm run to its end (the registry's ends_early,
+    chaos/checks/registry.py: only logs, lineage and environment do not) has nothing more to show once its signatures
+    have matched as often as they must (its job may still run: the incident has been seen)."""
     targets = arm.targets
-    judged = {name for name in ("progress", "recovery", "max_lag", "lost", "duplicated", "state", "refused_within")
-              if getattr(targets, name) is not None and getattr(targets, name) is not False}  # 0 is a bound
-    return (arm.role == "control" and arm.expect == "incident" and not judged and targets.logs is not None
-            and bool(targets.logs.expected) and not targets.probes)
+    return (arm.role == "control" and arm.expect == "incident" and not holding_back(targets)
+            and targets.logs is not None and bool(targets.logs.expected))
 
 
 class ArmRun:
@@ -249,7 +243,7 @@ class ArmRun:
                 if not self.ended_early:
                     self.arm.drain()
             self.arm.stop_job()
-            self.history.job("exited", "job-driver", code=self.arm.job.returncode)
+            self.history.job("exited", "job-driver", code=self.arm.job.returncode if self.arm.job else None)
         except InfraError as exc:
             self.history.error(str(exc))
             self.say(f"environment error: {exc}")
@@ -289,9 +283,11 @@ class ArmRun:
         deadline = time.monotonic() + WARMUP_TIMEOUT_S
         seq, next_event = 0, 0.0
         while time.monotonic() < deadline:
-            if not self.arm.job.alive():
-                self.history.job("exited", "job-driver", code=self.arm.job.returncode, cause="during start-up")
-                self.say(f"the job exited during start-up; see {self.arm.job.log_path}")
+            job = self.arm.job
+            assert job is not None, "the arm's job is started before its warm-up"
+            if not job.alive():
+                self.history.job("exited", "job-driver", code=job.returncode, cause="during start-up")
+                self.say(f"the job exited during start-up; see {job.log_path}")
                 return False
             batches = [r for r in read_progress(self.arm.progress_path)
                        if r.get("event") == "progress" and r["progress"].get("numInputRows", 0) > 0]
@@ -426,6 +422,8 @@ class ArmRun:
     def _reproduced(self) -> bool:
         self.logs.scan()
         logs = self.spec.arm(self.profile).targets.logs
+        if logs is None:  # ends_early needs expected log signatures: never None here
+            return False
         return all(self.logs.count_since_mark(pattern) >= logs.min_matches for pattern in logs.expected)
 
     def _progress_line(self, now: float) -> str:
@@ -467,6 +465,7 @@ class ArmRun:
         (`firings` times), the held request released after each; then it heals (at once for a kill: whatever is
         still down is restarted; else `for` after the last firing, or at the window's end)."""
         trigger, what = self.spec.faults[index].on, f"{fault.fault.fault} on {fault.fault.target}"
+        assert trigger is not None, "only a fault with `on:` runs triggered"
         rng = random.Random(f"{self.spec.seed}:{index}")  # the same draws for every arm and every rerun of a seed
         events = tuple(e for e in trigger.events if e in self.events_possible)
         fired_at = None
@@ -562,7 +561,7 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
 
     On KeyboardInterrupt (Ctrl-C, SIGTERM) every fault is healed and every process stopped by the `finally`
     blocks on the way out; the run is marked interrupted and judged as such before the interrupt goes on."""
-    from . import checkers
+    from .checks.judge import judge_run
 
     planned = experiment_dirs(specs, repeat)
     run = {"suite": name, "backend": backend, "scale": specs[0].scale if specs else 1.0, "argv": argv or [],
@@ -595,7 +594,7 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
     finally:
         run.update(ended=_now(), status=status)
         _write_json(run_dir / "run.json", run)
-        results = checkers.judge_run(run_dir)
+        results = judge_run(run_dir)
         _write_json(run_dir / "results.json", results)
         write_report(run_dir, say)
     return results

@@ -18,7 +18,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -178,6 +178,13 @@ def _rotating(spec: WorkloadSpec, start_ms: int, rng: random.Random) -> Iterator
         yield Event(key, 1, start_ms + offset, _payload(rng, spec.payload_bytes))
 
 
+class Pacing(Protocol):
+    """What produce() needs of a pacer: Pacer (a steady rate) or chaos.jobrun.EventTimePacer (event times)."""
+
+    def take(self, limit: int | None = None) -> int: ...
+    def seconds_until_next(self) -> float: ...
+
+
 class Pacer:
     """Releases event i at start + i / rate seconds on an injectable monotonic clock.
 
@@ -246,6 +253,7 @@ _FAILED_FIELDS = {"key": str, "seq": int, "event_time_ms": int, "error": str}
 def _parse_record(raw: bytes) -> Acked | Failed:
     """Parse one ledger line; raises ValueError with the reason (the caller adds file and line)."""
     record = json_object(raw)
+    kind: type[Acked] | type[Failed]
     if record.keys() == _ACKED_FIELDS.keys():
         fields, kind = _ACKED_FIELDS, Acked
     elif record.keys() == _FAILED_FIELDS.keys():
@@ -256,7 +264,7 @@ def _parse_record(raw: bytes) -> Acked | Failed:
         value = record[name]
         if not isinstance(value, expected) or isinstance(value, bool):
             raise ValueError(f"field {name!r} must be {expected.__name__}, got {value!r}")
-    return kind(**record)
+    return kind(**record)  # type: ignore[arg-type]  # every field checked just above
 
 
 class Ledger:
@@ -323,7 +331,10 @@ class Ledger:
                     if torn_candidate:
                         break
                     raise LedgerError(f"{path}:{lineno}: {exc}") from None
-                (acked if isinstance(record, Acked) else failed).append(record)
+                if isinstance(record, Acked):
+                    acked.append(record)
+                else:
+                    failed.append(record)
         return LedgerContents(acked, failed)
 
 
@@ -340,7 +351,7 @@ def produce(
     bootstrap: str,
     topic: str,
     ledger: Ledger,
-    pacer: Pacer,
+    pacer: Pacing,
     stop_event: threading.Event | None = None,
     progress: Callable[[ProduceResult], None] | None = None,
     *,
@@ -365,7 +376,7 @@ def produce(
     def on_delivery(event: Event, err: KafkaError | None, msg: Message) -> None:
         nonlocal acked, failed
         if err is None:
-            ledger.acked(event, msg.partition(), msg.offset())
+            ledger.acked(event, msg.partition(), msg.offset())  # type: ignore[arg-type]  # set on a delivered message
             acked += 1
         else:
             ledger.failed(event, str(err))

@@ -194,7 +194,7 @@ def prune(cache: Path | None = None, keep: Path | None = None, spark_home: str |
     same `spark_home` with other jars, another JDK or an older training) and abandoned staging directories of
     trainings that were killed; returns what was removed."""
     root = (cache or cache_dir()) / "cds"
-    removed = []
+    removed: list[Path] = []
     if not root.is_dir():
         return removed
     for entry in root.iterdir():

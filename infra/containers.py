@@ -48,6 +48,7 @@ from .artifacts import ArtifactPaths
 from .cds import ClassArchives
 from .components import LOOPBACK, LaunchSpec, Runtime
 from .errors import ComponentError, InfraError
+from .owners import owner_alive, owner_label, pid_namespace, proc_state, start_ticks
 from .paths import REPO_ROOT
 
 LABEL = "chaos-suite"
@@ -97,57 +98,6 @@ def engine_status(timeout: int = 5) -> tuple[bool, str]:
         client.close()
     return True, (f"Docker {version.get('Version')} (API {version.get('ApiVersion')}, storage "
                   f"{info.get('Driver')}, {info.get('Containers', 0)} containers)")
-
-
-# -- who owns a container -------------------------------------------------------------------------------------
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
-
-
-def _pid_namespace(pid: int | str = "self") -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return None
-
-
-def _start_ticks(pid: int | str) -> str | None:
-    """The process's start time (clock ticks since boot): with the pid, it names one process for good."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def owner_label(pid: int | None = None) -> str:
-    pid = pid or os.getpid()
-    return f"{_boot_id()}/{_pid_namespace(pid)}/{pid}/{_start_ticks(pid)}"
-
-
-def owner_alive(owner: str) -> bool | None:
-    """Whether the process named by an owner label lives; None when this host cannot tell (another PID
-    namespace: a run started from another container on the same engine)."""
-    try:
-        boot, namespace, pid, ticks = owner.rsplit("/", 3)
-    except ValueError:
-        return None
-    if boot != _boot_id():
-        return False  # started before the last reboot
-    if namespace != _pid_namespace():
-        return None
-    # A zombie has exited (its parent has not reaped it yet, e.g. a test holding the Popen): it will never
-    # tear down what it started, so its containers and processes are leftovers now.
-    return _start_ticks(pid) == ticks and _proc_state(int(pid)) not in ("Z", "X")
 
 
 # Every listing passes ignore_removed: docker-py lists, then inspects each container, and a one-shot container
@@ -226,7 +176,7 @@ def _component_class():
                              working_dir="/", stop_signal="SIGTERM")
             if wait_running:  # a one-shot command may have finished already: "exited" is not a failed start
                 self.waiting_for(ContainerStatusWaitStrategy().with_poll_interval(0.05)
-                                 .with_startup_timeout(START_TIMEOUT_S))
+                                 .with_startup_timeout(int(START_TIMEOUT_S)))
             self.log_path = log_path
             self._guard = threading.Lock()
             self._stopped = False
@@ -313,12 +263,12 @@ def _user_env() -> dict[str, str]:
 def _namespace_pids(init_pid: int) -> list[int] | None:
     """Host pids of every process in the container of `init_pid`; None when this host cannot tell
     (not allowed to read their namespaces, or the container shares our PID namespace)."""
-    namespace = _pid_namespace(init_pid)
-    if namespace is None or namespace == _pid_namespace():
+    namespace = pid_namespace(init_pid)
+    if namespace is None or namespace == pid_namespace():
         return None
     members = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and _pid_namespace(entry) == namespace:
+        if entry.isdigit() and pid_namespace(entry) == namespace:
             members.append(int(entry))
     return members
 
@@ -338,11 +288,11 @@ class ContainerHandle:
         # The engine's pid is this host's pid only when the engine runs in our PID namespace (infra/engine.sh's
         # does); check that the process there is the command we started before trusting it.
         self.pid: int | None = host_pid if host_pid and _is_command(host_pid, argv0) else None
-        self._ticks = _start_ticks(self.pid) if self.pid else None
+        self._ticks = start_ticks(self.pid) if self.pid else None
 
     def alive(self) -> bool:
         if self.pid is not None:
-            if _proc_state(self.pid) not in (None, "Z", "X") and _start_ticks(self.pid) == self._ticks:
+            if proc_state(self.pid) not in (None, "Z", "X") and start_ticks(self.pid) == self._ticks:
                 return True
             self.container.logs_done()  # the log file is complete before anyone reads it for the cause
             return False
@@ -543,46 +493,6 @@ def _python_paths() -> list[str]:
     return paths
 
 
-# -- benchmark: warm stack start, both backends in one run ---------------------------------------------------
-def bench_start(rounds: int = 3, backends: tuple[str, ...] = ("local", "containers"), out: Path | None = None,
-                progress=lambda message: print(f"[bench] {message}", file=sys.stderr, flush=True)) -> dict:
-    """Start and stop a Stack `rounds` times per backend, alternating, so both see the same machine load.
-
-    A first, unmeasured start per backend warms page cache, images and JIT archives ("warm" start).
-    """
-    import statistics
-    import tempfile
-
-    from .stack import Stack
-
-    base = Path(out or tempfile.mkdtemp(prefix="chaos-bench-start-"))
-    progress(f"run directories (logs) under {base}")
-    results: dict[str, list[dict]] = {name: [] for name in backends}
-    for round_number in range(rounds + 1):
-        for name in backends:
-            run_dir = base / f"{name}-{round_number}"
-            t0 = time.monotonic()
-            with Stack(run_dir, backend=name) as stack:
-                seconds = dict(stack.info.start_seconds)
-                up = time.monotonic() - t0
-                t1 = time.monotonic()
-            teardown = time.monotonic() - t1
-            if round_number == 0:
-                progress(f"{name}: warm-up start {seconds['total']:.1f} s (not counted)")
-                continue
-            results[name].append({"start_s": seconds, "enter_s": round(up, 2), "teardown_s": round(teardown, 2)})
-            progress(f"{name}: round {round_number}: start {seconds['total']:.1f} s "
-                     f"(Stack.__enter__ {up:.1f} s), teardown {teardown:.1f} s")
-    summary = {name: {"median_total_start_s": statistics.median(r["start_s"]["total"] for r in runs),
-                      "median_enter_s": statistics.median(r["enter_s"] for r in runs),
-                      "median_teardown_s": statistics.median(r["teardown_s"] for r in runs),
-                      "rounds": runs} for name, runs in results.items()}
-    if "local" in summary and "containers" in summary:
-        summary["ratio_containers_to_local"] = round(summary["containers"]["median_total_start_s"]
-                                                     / summary["local"]["median_total_start_s"], 2)
-    return summary
-
-
 def main(argv: list[str]) -> int:
     import argparse
     import json
@@ -590,8 +500,6 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.containers")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("status", help="whether a Docker engine answers")
-    bench = commands.add_parser("bench-start", help="warm stack start, local and containers alternating")
-    bench.add_argument("--rounds", type=int, default=3)
     commands.add_parser("clean", help="remove containers of dead runs (the next start does it anyway)")
     args = parser.parse_args(argv)
     try:
@@ -603,8 +511,7 @@ def main(argv: list[str]) -> int:
             client = images.docker_client()
             print(json.dumps(remove_leftovers(client)))
             return 0
-        print(json.dumps(bench_start(args.rounds), indent=2))
-        return 0
+        raise AssertionError(args.command)
     except KeyboardInterrupt:
         return 130
     except InfraError as error:

@@ -62,18 +62,18 @@ class ManagedProcess:
         self.signal(signal.SIGCONT)  # a paused process cannot act on SIGTERM
         self.signal(signal.SIGTERM)
         deadline = time.monotonic() + grace
-        while _group_alive(self.pid) and time.monotonic() < deadline:
+        while group_alive(self.pid) and time.monotonic() < deadline:
             self._popen.poll()
             time.sleep(0.05)
-        if _group_alive(self.pid):
+        if group_alive(self.pid):
             self.signal(signal.SIGKILL)
-            while _group_alive(self.pid):
+            while group_alive(self.pid):
                 self._popen.poll()
                 time.sleep(0.02)
         self._popen.wait()
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -81,10 +81,10 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     # A zombie leader keeps the group "alive" until reaped; treat a group of only zombies as gone.
-    return any(_state(pid) not in ("Z", None) for pid in _members(pgid))
+    return any(_state(pid) not in ("Z", None) for pid in members(pgid))
 
 
-def _members(pgid: int) -> list[int]:
+def members(pgid: int) -> list[int]:
     members = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():

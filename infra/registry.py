@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .containers import owner_alive, owner_label  # one owner label for containers and run records
+from .owners import owner_alive, owner_label  # one owner label for containers and run records
 from .paths import cache_dir
-from .procs import _group_alive, _members
+from .procs import group_alive, members
 
 __all__ = ["RunRecord", "cleanup_dead", "owner_label", "registry_dir", "stop_group"]
 
@@ -67,19 +67,19 @@ def _belongs(pid: int, run_dir: str) -> bool:
 
 def stop_group(pgid: int, run_dir: str, grace: float = 5.0) -> bool:
     """Stop a recorded process group if its processes still belong to the run; True if something was stopped."""
-    members = [pid for pid in _members(pgid) if _belongs(pid, run_dir)]
-    if not members:
+    own = [pid for pid in members(pgid) if _belongs(pid, run_dir)]
+    if not own:
         return False
     for signum in (signal.SIGCONT, signal.SIGTERM):  # a paused process cannot act on SIGTERM
-        for pid in members:
+        for pid in own:
             try:
                 os.kill(pid, signum)
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + grace
-    while _group_alive(pgid) and time.monotonic() < deadline:
+    while group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    for pid in _members(pgid):
+    for pid in members(pgid):
         if _belongs(pid, run_dir):
             try:
                 os.kill(pid, signal.SIGKILL)

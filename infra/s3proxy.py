@@ -17,10 +17,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Iterable
 
 import requests
@@ -82,11 +80,16 @@ class S3Request:
 
     @property
     def op(self) -> str:
-        return (self.start or self.end).op
+        return self._either().op
 
     @property
     def key(self) -> str:
-        return (self.start or self.end).key
+        return self._either().key
+
+    def _either(self) -> S3Event:
+        event = self.start or self.end
+        assert event is not None, "a request has a start or an end event"
+        return event
 
 
 def pair_requests(events: Iterable[S3Event]) -> dict[str, S3Request]:
@@ -233,127 +236,3 @@ class S3ProxyClient:
     def stats(self) -> dict:
         """Finished requests per op and outcome, and in-flight/held/rule counts."""
         return self._call("GET", "/stats")
-
-
-# -- benchmark: PUT-only slowness leaves GETs alone ---------------------------------------------------------
-def _timed(call: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    call()
-    return (time.perf_counter() - t0) * 1000
-
-
-def _measure(client, bucket: str, get_key: str, payload: bytes, samples: int, prefix: str) -> dict:
-    """`samples` PUTs and GETs, alternating, each timed on its own (ms)."""
-    import io
-
-    def put(n: int) -> None:
-        client.put_object(bucket, f"{prefix}/put-{n % 8}", io.BytesIO(payload), len(payload))
-
-    def get() -> None:
-        response = client.get_object(bucket, get_key)
-        try:
-            response.read()
-        finally:
-            response.close()
-            response.release_conn()
-
-    puts, gets = [], []
-    for n in range(samples):
-        puts.append(_timed(lambda n=n: put(n)))
-        gets.append(_timed(get))
-    return {"put": latency_summary(puts), "get": latency_summary(gets)}
-
-
-def bench(run_dir: Path, samples: int = 50, delay_ms: int = 200, backend: str = "local",
-          progress: Callable[[str], None] = lambda message: None) -> dict:
-    """Start a stack; GET and PUT latency through the chain (Toxiproxy -> s3proxy -> MinIO) with no rule, then
-    with a PUT-only delay rule; straight to MinIO for reference. 16 KiB objects, one client, alternating PUT/GET."""
-    import io
-
-    from .stack import Stack
-
-    payload = b"s" * 16384
-    with Stack(run_dir, backend=backend, progress=progress) as stack:
-        bucket = stack.info.bucket
-        chain, direct = stack.s3_client(), stack.s3_client(direct=True)
-        chain.put_object(bucket, "bench/get-target", io.BytesIO(payload), len(payload))
-        _measure(chain, bucket, "bench/get-target", payload, 10, "bench/warm")  # connections, caches
-        _measure(direct, bucket, "bench/get-target", payload, 10, "bench/warm")
-        progress(f"measuring {samples} PUTs and GETs with no rule")
-        no_rule = _measure(chain, bucket, "bench/get-target", payload, samples, "bench/plain")
-        direct_figures = _measure(direct, bucket, "bench/get-target", payload, samples, "bench/direct")
-        since = stack.s3proxy.last_seq()
-        rule = stack.s3proxy.add_rule(ops=["PUT"], action="delay", delay_ms=delay_ms)
-        progress(f"measuring {samples} PUTs and GETs with a {delay_ms} ms PUT-only delay rule ({rule})")
-        with_delay = _measure(chain, bucket, "bench/get-target", payload, samples, "bench/delayed")
-        applied = next(r["applied"] for r in stack.s3proxy.rules() if r["id"] == rule)
-        events: list[S3Event] = []
-        while True:
-            batch, since = stack.s3proxy.events(since, limit=10_000)
-            if not batch:
-                break
-            events += batch
-        stack.s3proxy.remove_rule(rule)
-    delayed_gets = sum(1 for e in events if e.type == "end" and e.op == "GET" and e.action == "delay")
-    return {
-        "samples": samples, "delay_ms": delay_ms, "object_bytes": len(payload), "backend": backend,
-        "no_rule": no_rule, "put_delay_rule": with_delay, "direct_to_minio": direct_figures,
-        "rule_applied_to_puts": applied, "gets_delayed": delayed_gets,
-        "ratio_get_with_put_delay_to_no_rule": round(with_delay["get"]["median_ms"] / no_rule["get"]["median_ms"], 3),
-        "put_added_median_ms": round(with_delay["put"]["median_ms"] - no_rule["put"]["median_ms"], 1),
-        "chain_overhead_get_median_ms": round(no_rule["get"]["median_ms"] - direct_figures["get"]["median_ms"], 1),
-    }
-
-
-def _print_bench(result: dict) -> None:
-    rows = [("no rule", result["no_rule"]), (f"PUT delay {result['delay_ms']} ms", result["put_delay_rule"]),
-            ("direct to MinIO", result["direct_to_minio"])]
-    print(f"{'':<20} {'PUT median':>11} {'PUT p95':>9} {'GET median':>11} {'GET p95':>9}   "
-          f"(ms, {result['samples']} each, {result['object_bytes']} B objects)")
-    for name, figures in rows:
-        print(f"{name:<20} {figures['put']['median_ms']:>11} {figures['put']['p95_ms']:>9} "
-              f"{figures['get']['median_ms']:>11} {figures['get']['p95_ms']:>9}")
-    print(f"GET(with PUT delay) / GET(no rule) = {result['ratio_get_with_put_delay_to_no_rule']}; "
-          f"PUT median +{result['put_added_median_ms']} ms; the rule acted on {result['rule_applied_to_puts']} PUTs "
-          f"and {result['gets_delayed']} GETs")
-
-
-def main(argv: list[str]) -> int:
-    import argparse
-    import json
-    import tempfile
-
-    parser = argparse.ArgumentParser(prog="python -m infra.s3proxy")
-    commands = parser.add_subparsers(dest="command", required=True)
-    bench_cmd = commands.add_parser("bench", help="GET/PUT latency through the chain, no rule vs a PUT-only delay")
-    bench_cmd.add_argument("--samples", type=int, default=50)
-    bench_cmd.add_argument("--delay-ms", type=int, default=200)
-    bench_cmd.add_argument("--backend", default="local", choices=("local", "containers"))
-    bench_cmd.add_argument("--out", type=Path, help="run directory (logs); default: a new temporary directory")
-    bench_cmd.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    if args.samples < 2 or args.delay_ms < 1:
-        parser.error("--samples must be >= 2 and --delay-ms >= 1")
-    run_dir = args.out or Path(tempfile.mkdtemp(prefix="chaos-bench-s3proxy-"))
-
-    def progress(message: str) -> None:
-        print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-    progress(f"run directory (logs): {run_dir}")
-    try:
-        result = bench(run_dir, samples=args.samples, delay_ms=args.delay_ms, backend=args.backend,
-                       progress=progress)
-    except KeyboardInterrupt:
-        return 130
-    except InfraError as error:
-        print(f"s3proxy bench: {error}", file=sys.stderr)
-        return 3
-    if args.json:
-        print(json.dumps(result))
-    else:
-        _print_bench(result)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

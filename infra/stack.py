@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Iterator, Protocol, TypeVar
 
 from . import artifacts, components, registry
 from .artifacts import ArtifactPaths
@@ -38,6 +38,8 @@ from .ports import free_ports
 from .procs import ManagedProcess
 from .s3proxy import S3ProxyClient
 from .toxiproxy import ToxiproxyClient
+
+_T = TypeVar("_T")
 
 PROXIES = ("kafka", "s3", "spark-driver", "spark-driver-blocks")
 # Launch order where it matters. A worker that registers while the master is still in STANDBY gets
@@ -52,6 +54,9 @@ class Handle(Protocol):
 
     name: str
     log_path: Path
+    @property
+    def pid(self) -> int | None:
+        """The process's pid (a container's: its command as the host sees it); None where this host cannot see it."""
 
     def alive(self) -> bool: ...
     def signal(self, signum: int) -> None: ...
@@ -154,9 +159,9 @@ class Stack:
         self.class_archives = class_archives  # None: the host's recorded archives; the training passes `record`
         self.credentials = Credentials.random()
         self.handles: dict[str, Handle] = {}
-        self.info: StackInfo | None = None
-        self.toxiproxy: ToxiproxyClient | None = None
-        self.s3proxy: S3ProxyClient | None = None
+        self._info: StackInfo | None = None  # set by start(); `info`, `toxiproxy`, `s3proxy` raise before it
+        self._toxiproxy: ToxiproxyClient | None = None
+        self._s3proxy: S3ProxyClient | None = None
         self.children: list[Handle] = []  # drivers and other processes started against the stack
         self._specs: dict[str, LaunchSpec] = {}  # what start() launched, for restart()
         self._ports: Ports | None = None
@@ -205,8 +210,8 @@ class Stack:
         config = self.stack_dir / "config"
         (config / "kafka.properties").write_text(components.kafka_properties(ports, self.stack_dir / "kafka-data"))
         (config / "kafka-log4j2.properties").write_text(components.KAFKA_LOG4J)
-        self.toxiproxy = ToxiproxyClient(LOOPBACK, ports.toxiproxy_api)
-        self.s3proxy = S3ProxyClient(f"http://{LOOPBACK}:{ports.s3proxy_api}")
+        self._toxiproxy = ToxiproxyClient(LOOPBACK, ports.toxiproxy_api)
+        self._s3proxy = S3ProxyClient(f"http://{LOOPBACK}:{ports.s3proxy_api}")
 
         specs = [
             components.s3proxy(runtime, ports),
@@ -231,13 +236,13 @@ class Stack:
 
         with ThreadPoolExecutor(max_workers=len(specs)) as pool:
             futures = [pool.submit(bring_up, spec) for spec in specs]
-            errors = [f.exception() for f in futures if f.exception() is not None]
+            errors = [e for f in futures if (e := f.exception()) is not None]
         if errors:
             raise next((e for e in errors if isinstance(e, InfraError)), errors[0])
 
         self._create_bucket(ports)
         seconds["total"] = round(time.monotonic() - started, 2)
-        self.info = StackInfo(
+        self._info = StackInfo(
             backend=self.backend.name,
             run_dir=str(self.run_dir),
             kafka_bootstrap=f"{LOOPBACK}:{ports.kafka_proxy}",
@@ -311,6 +316,8 @@ class Stack:
         ready = {name: threading.Event() for name in specs}
         for event in ready.values():
             event.set()  # every other component is up (a restarted Toxiproxy recreates its proxies itself)
+        if self._ports is None:
+            raise InfraError(f"cannot restart {component}: the stack was never started")
         return self._bring_up(specs[component], self._ports, ready)
 
     def _create_proxies(self, ports: Ports) -> None:
@@ -373,16 +380,35 @@ class Stack:
                 record.save()
             return handle
 
+    @property
+    def info(self) -> StackInfo:
+        """Where the started stack's servers listen; InfraError before start() has made it."""
+        return self._started(self._info, "info")
+
+    @property
+    def toxiproxy(self) -> ToxiproxyClient:
+        return self._started(self._toxiproxy, "toxiproxy")
+
+    @property
+    def s3proxy(self) -> S3ProxyClient:
+        return self._started(self._s3proxy, "s3proxy")
+
+    @staticmethod
+    def _started(value: _T | None, name: str) -> _T:
+        if value is None:
+            raise InfraError(f"the stack's {name} is not there yet: start the stack first (with Stack(...) as stack)")
+        return value
+
     def reset(self) -> None:
         """Between experiments: every toxic removed, every proxy enabled, every s3proxy rule removed and every
         request it holds released (forwarded); processes keep running. Both are tried; the first failure is raised."""
         failures: list[InfraError] = []
-        if self.toxiproxy is not None:
+        if self._toxiproxy is not None:
             try:
                 self.toxiproxy.reset()
             except InfraError as error:
                 failures.append(error)
-        if self.s3proxy is not None:
+        if self._s3proxy is not None:
             try:
                 self.s3proxy.clear()
             except InfraError as error:
@@ -395,9 +421,9 @@ class Stack:
             if self._closing:
                 return
             self._closing = True
-        with _signals_deferred():
+        with signals_deferred():
             try:
-                if self.toxiproxy is not None and ("toxiproxy" in self.handles or "s3proxy" in self.handles):
+                if self._toxiproxy is not None and ("toxiproxy" in self.handles or "s3proxy" in self.handles):
                     try:
                         self.reset()  # also releases requests s3proxy holds, so drivers can stop cleanly
                     except InfraError:
@@ -440,7 +466,7 @@ def _check_free_space(run_dir: Path) -> None:
 
 
 @contextmanager
-def _signals_deferred():
+def signals_deferred() -> Iterator[None]:
     """Hold SIGINT/SIGTERM while tearing down, so a second Ctrl-C cannot leave processes behind.
 
     The signals are re-delivered once teardown is done. Only the main thread may change handlers.

@@ -1,0 +1,95 @@
+"""One arm judged: the registered checks its targets set (chaos/checks/registry.py), then, for a control arm, the
+`control` check (did it reproduce its incident, or survive as expected) and its signature: the shape of
+result.json."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from ..spec import Arm, ExperimentSpec, Targets
+from ..verdicts import worst
+from .base import ArmData
+from .exactly_once import count_of
+from .logs import evidence_start, match_count, trim
+from .recovery import measure_recovery
+from .registry import judge_arm_checks, raised
+from .state import growth_signature
+from .timeline import Check, Timeline, time_of, timeline
+
+
+def judge_records(records: Sequence[Mapping[str, object]], spec: ExperimentSpec, profile: str,
+                  oracle: Mapping[str, object] | None = None, lineage: Mapping[str, object] | None = None,
+                  summary: Mapping[str, object] | None = None, missing: Mapping[str, str] | None = None) -> dict:
+    """An arm's result (the shape of result.json) from its parsed files. `missing` says why oracle/lineage are
+    None (keys "oracle", "lineage"), for the checks' messages."""
+    arm = spec.arm(profile)
+    targets = arm.targets
+    tl = timeline(records)
+    checks = judge_arm_checks(ArmData(tl, spec, profile, oracle, lineage, dict(missing or {})))
+    signature = None
+    if arm.role == "control":
+        try:
+            control, signature = control_check(tl, arm, checks, summary)
+        except Exception as error:  # noqa: BLE001 - guarded like every check (registry.guarded)
+            control, signature = raised("control", error), None
+        if control is not None:
+            checks.append(control)
+
+    def count(key: str) -> int | None:
+        return count_of(oracle, key) if oracle is not None else None
+
+    return {"profile": profile, "verdict": worst(c.verdict for c in checks), "role": arm.role,
+            "recovery_s": _recovery_seconds(tl, targets),
+            "lost": count("lost"), "duplicated": count("duplicated"), "signature": signature,
+            "checks": [c.to_dict() for c in checks]}
+
+
+def _recovery_seconds(tl: Timeline, targets: Targets) -> float | None:
+    if targets.recovery is None:
+        return None
+    try:
+        return measure_recovery(tl, targets.recovery).seconds
+    except Exception:  # noqa: BLE001 - the recovery check itself carries the error (UNKNOWN)
+        return None
+
+
+def control_check(tl: Timeline, arm: Arm, checks: Sequence[Check], summary: Mapping[str, object] | None
+                  ) -> tuple[Check | None, str | None]:
+    """A control arm's `control` check and its signature, after its other checks: expect=incident needs a signature
+    (else FAILED when every other check passed), expect=survives fails when another check failed."""
+    if arm.expect == "survives":
+        failed = [c.name for c in checks if c.verdict == "FAILED"]
+        return Check("control", "FAILED" if failed else "PASSED", "survives", "did not survive"
+                     if failed else "survived",
+                     f"the control was expected to survive ({arm.note}) but failed {', '.join(failed)}"
+                     if failed else f"control survived too: {arm.note}"), None
+    signature = control_signature(tl, arm.targets, summary)
+    if signature is not None:
+        return Check("control", "PASSED", "reproduces the incident", "reproduced",
+                     f"control reproduced the incident: {signature}"), signature
+    if worst((c.verdict for c in checks), default="PASSED") == "PASSED":
+        return Check("control", "FAILED", "reproduces the incident", "no signature",
+                     "control did not reproduce the incident: no expected log line matched, state did "
+                     "not grow and the job did not fail"), None
+    return None, None
+
+
+def control_signature(tl: Timeline, targets, summary: Mapping[str, object] | None) -> str | None:
+    """What shows the incident in a control arm: the first log line matching an expected pattern, else the state's
+    growth, else the job's failure line (arm.json job_error)."""
+    if targets.logs is not None and targets.logs.expected:
+        since = evidence_start(tl)
+        first = next((r for r in tl.logs if r.get("signature") in targets.logs.expected and time_of(r) >= since), None)
+        if first is not None:
+            line = trim(str(first.get("text") or ""), str(first.get("signature"))) or str(first.get("signature"))
+            if targets.logs.min_matches > 1:  # a loop: how often it repeated is the evidence
+                return f"{match_count(tl.logs, str(first.get('signature')), since)} lines like {line}"
+            return line
+    if targets.state is not None:
+        growth = growth_signature(tl, targets.state)
+        if growth is not None:
+            return growth
+    error = (summary or {}).get("job_error")
+    if isinstance(error, str) and error.strip():
+        return trim(error)
+    return None
+

@@ -1,0 +1,106 @@
+"""Discrimination (per experiment): the control's (naive) history and outputs judged again by the hardened arm's
+targets, with the same registered checks (each check's `control` judge). A job without the hardening must fail at
+least one of them, or the experiment cannot tell the hardening from its absence. Where the control's data cannot
+stand for what a check judges (another fault schedule, a history that stops before its phases ended, an oracle in
+other units, log lines it never watched), that check is NODATA with the reason, never PASSED; a failure stands when
+more data could not undo it (chaos.checks.base.settle). See docs/experiments.md, "Discrimination"."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from ..spec import ExperimentSpec
+from .base import ControlData
+from .registry import judge_control_checks
+from .timeline import Check, Timeline, timeline
+
+SUBJECT, CONTROL = "hardened", "naive"
+DISCRIMINATION_STATUSES = ("discriminating", "not_discriminating", "inconclusive", "waived", "not_run")
+NOT_DISCRIMINATING = "not discriminating: a job without the hardening passes every hardened target"
+_LINE_MESSAGE_CHARS = 160  # each check's message in the one-line summary (the full messages are in `checks`)
+
+
+def _fault_indices(spec: ExperimentSpec, profile: str) -> tuple[int, ...]:
+    chosen = spec.arm(profile).faults
+    return tuple(range(len(spec.faults))) if chosen is None else tuple(sorted(chosen))
+
+
+def _ended_phases(records: Sequence[Mapping[str, object]]) -> frozenset[str]:
+    started, ended = set(), set()
+    for record in records:
+        if record.get("type") != "phase":
+            continue
+        if record.get("boundary") == "start":
+            started.add(record.get("name"))
+        elif record.get("boundary") == "end" and record.get("name") in started:
+            ended.add(record.get("name"))
+    return frozenset(str(p) for p in ended)
+
+
+def _unhealed(tl: Timeline) -> tuple[str, ...]:
+    last: dict[tuple[str, str], object] = {}
+    for record in tl.faults:
+        last[(str(record.get("name")), str(record.get("target")))] = record.get("state")
+    return tuple(f"{name} on {target}" for (name, target), state in last.items() if state != "healed")
+
+
+def discriminate(records: Sequence[Mapping[str, object]], spec: ExperimentSpec,
+                 oracle: Mapping[str, object] | None = None, lineage: Mapping[str, object] | None = None,
+                 missing: Mapping[str, str] | None = None, subject_kind: str = "compare") -> dict:
+    """The control's (naive) history and outputs judged by the hardened arm's targets: the experiment's
+    `discrimination` object of results.json. `subject_kind` is the hardened arm's oracle kind (compare: sessions)."""
+    tl = timeline(records)
+    control_logs = spec.arm(CONTROL).targets.logs
+    watched = frozenset(control_logs.expected + control_logs.forbidden) if control_logs is not None else frozenset()
+    data = ControlData(tl, _fault_indices(spec, SUBJECT), _fault_indices(spec, CONTROL), _ended_phases(records),
+                       _unhealed(tl), spec=spec, oracle=oracle, lineage=lineage, missing=dict(missing or {}),
+                       subject_kind=subject_kind, watched=watched)
+    return discrimination_result(spec, judge_control_checks(data, spec.arm(SUBJECT).targets))
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _LINE_MESSAGE_CHARS else text[:_LINE_MESSAGE_CHARS - 1].rstrip() + "…"
+
+
+def discrimination_result(spec: ExperimentSpec | None, checks: Sequence[Check], not_run: str | None = None) -> dict:
+    """status, what it adds to the experiment's verdict, the one line the report shows, and the checks.
+
+    discriminating: a check FAILED or HANG on the control's data; not_discriminating: every check PASSED;
+    inconclusive: neither (NODATA/UNKNOWN, or no check); waived: the spec's `cannot_discriminate` says why it
+    cannot, and nothing failed; not_run: no control (or no hardened targets) in this run. `verdict` is FAILED only
+    for not_discriminating under a suite's require_discrimination."""
+    required = bool(spec is not None and spec.require_discrimination)
+    waiver = spec.cannot_discriminate if spec is not None else None
+    failed = [c for c in checks if c.verdict in ("FAILED", "HANG")]
+    if not_run is not None:
+        measured = "not_run"
+    elif failed:
+        measured = "discriminating"
+    elif checks and all(c.verdict == "PASSED" for c in checks):
+        measured = "not_discriminating"
+    else:
+        measured = "inconclusive"
+    status = "waived" if waiver and measured in ("not_discriminating", "inconclusive") else measured
+    if status == "discriminating":
+        line = "a job without the hardening: " + "; ".join(f"{c.verdict} on {c.name} ({_short(c.message)})"
+                                                           for c in failed)
+        if waiver:
+            line += f" (though the spec says it cannot discriminate: {_short(waiver)})"
+    elif status == "not_discriminating":
+        line = NOT_DISCRIMINATING
+    elif status == "inconclusive":
+        unjudged = [c for c in checks if c.verdict != "PASSED"]
+        line = ("inconclusive: a job without the hardening failed no hardened target, but "
+                + ("; ".join(f"{c.name} could not be judged on its data ({_short(c.message)})" for c in unjudged)
+                   if unjudged else "the hardened arm sets no target to judge it by"))
+    elif status == "waived":
+        line = f"waived: {' '.join(str(waiver).split())} (measured: {measured.replace('_', ' ')})"
+    else:
+        line = f"a job without the hardening: not run ({not_run})"
+    return {"status": status, "required": required,
+            "verdict": "FAILED" if required and status == "not_discriminating" else "PASSED",
+            "message": line, "measured": measured, "waiver": waiver, "control": CONTROL, "targets": SUBJECT,
+            "failed": [{"name": c.name, "verdict": c.verdict, "message": c.message} for c in failed],
+            "checks": [c.to_dict() for c in checks]}
+
+

@@ -1,0 +1,122 @@
+"""logs: each expected pattern matched (from the inject phase on, at least min_matches lines), no forbidden one
+anywhere."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Mapping, Sequence
+
+from ..spec import Logs
+from .base import CheckDef, ControlData, settle, unjudged
+from .timeline import Check, Timeline, time_of
+
+SIGNATURE_CHARS = 120
+
+
+def check_logs(tl: Timeline, target: Logs) -> Check:
+    expected = "; ".join([f"expected: {' , '.join(target.expected)}"] * bool(target.expected)
+                         + [f"forbidden: {' , '.join(target.forbidden)}"] * bool(target.forbidden))
+    # An expected signature is evidence of a fault's effect, so only lines from the inject phase on count (a first
+    # micro-batch of 15-20 s "falls behind" in every warm-up); a forbidden one counts wherever it shows.
+    since = evidence_start(tl)
+    counts = {pattern: match_count(tl.logs, pattern, since) for pattern in target.expected}
+    counts.update({pattern: match_count(tl.logs, pattern) for pattern in target.forbidden})
+    missing = [p for p in target.expected if counts[p] < target.min_matches]
+    present = [p for p in target.forbidden if counts[p]]
+    measured = "; ".join(
+        [f"expected matched {len(target.expected) - len(missing)}/{len(target.expected)} "
+         f"({sum(counts[p] for p in target.expected)} lines)"] * bool(target.expected)
+        + [f"forbidden matched {len(present)}/{len(target.forbidden)}"] * bool(target.forbidden))
+    if present:
+        first = next(r for r in tl.logs if r.get("signature") in present)
+        return Check("logs", "FAILED", expected, measured,
+                     f"forbidden {first.get('signature')!r} matched {first.get('source')}:{first.get('line')}: "
+                     f"{trim(str(first.get('text', '')), str(first.get('signature')))}")
+    if not tl.logs and not any(j.get("event") == "started" for j in tl.jobs):
+        return Check("logs", "NODATA", expected, "no data", "no job log was watched: the job never started")
+    if missing:
+        if counts[missing[0]]:
+            return Check("logs", "FAILED", expected, measured, f"expected {missing[0]!r} matched {counts[missing[0]]} "
+                         f"line(s), fewer than {target.min_matches}")
+        return Check("logs", "FAILED", expected, measured, f"no log line matched expected {missing[0]!r}")
+    return Check("logs", "PASSED", expected, measured,
+                 "every expected signature matched" + (" and no forbidden one" if target.forbidden else "")
+                 if target.expected else "no forbidden signature matched")
+
+
+def evidence_start(tl: Timeline) -> float:
+    """History time from which an expected log signature counts: the start of the inject phase (never, if the arm
+    did not get there)."""
+    window = tl.window("inject")
+    return window[0] if window is not None else math.inf
+
+
+def match_count(logs: Sequence[Mapping[str, object]], pattern: str, since: float | None = None) -> int:
+    """Lines that matched `pattern`, over every source: each record's `count` is its source's running total (the
+    first matches are recorded one by one, later ones as tallies); records without one count one line each.
+    With `since`, only lines recorded at or after that history time: a source's running total then minus its
+    total before."""
+    per_source: dict[str, int] = {}
+    before: dict[str, int] = {}
+    for record in logs:
+        if record.get("signature") != pattern:
+            continue
+        source = str(record.get("source"))
+        count = record.get("count")
+        running = count if isinstance(count, int) and not isinstance(count, bool) else per_source.get(source, 0) + 1
+        per_source[source] = max(per_source.get(source, 0), running)
+        if since is not None and time_of(record) < since:
+            before[source] = per_source[source]
+    return sum(total - before.get(source, 0) for source, total in per_source.items())
+
+
+def trim(text: str, pattern: str | None = None, limit: int = SIGNATURE_CHARS) -> str:
+    """One line of at most ~limit characters; a long one is cut around the pattern's match."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    start, keep = 0, 0
+    if pattern:
+        try:
+            match = re.search(pattern, text)
+        except re.error:
+            match = None
+        if match:
+            start = max(0, min(match.start() - limit // 4, len(text) - limit))
+            keep = match.start()
+    if start > 0:  # begin at a word, unless that would cut into the match
+        space = text.find(" ", start, keep)
+        start = space + 1 if space >= 0 else start
+    end = min(len(text), start + limit)
+    if end < len(text):
+        space = text.rfind(" ", start + limit // 2, end + 1)
+        end = space if space > 0 else end
+    return ("…" if start > 0 else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def control_logs(data: ControlData, target: Logs, watched: set[str]) -> Check:
+    """Only the patterns the control's own log scanner watched have records in its history (its own targets'
+    expected and forbidden); the others were never looked for."""
+    unwatched = [p for p in target.expected + target.forbidden if p not in watched]
+    expected = tuple(p for p in target.expected if p in watched)
+    forbidden = tuple(p for p in target.forbidden if p in watched)
+    full = check_logs(data.tl, target)
+    if forbidden and any(match_count(data.tl.logs, p) for p in forbidden):  # a line seen stays seen
+        seen = check_logs(data.tl, Logs((), forbidden))
+        return settle(dataclasses.replace(seen, expected=full.expected), data)
+    why = None if data.complete else data.incomplete()
+    not_watched = "the control's logs were not watched for " + ", ".join(repr(p) for p in unwatched)
+    if unwatched and expected and why is None:  # the patterns it did watch can still fail
+        part = check_logs(data.tl, Logs(expected, forbidden, target.min_matches))
+        if part.verdict == "FAILED":
+            return settle(dataclasses.replace(part, expected=full.expected,
+                                               message=f"{part.message} ({not_watched})"), data)
+    if unwatched:
+        return unjudged(full, not_watched)
+    return settle(full, data, pass_unless=why, fail_unless=why)
+
+
+# The only check whose evidence is complete once the incident shows: a control judged by it may stop there.
+LOGS = CheckDef("logs", "logs", lambda arm, target: check_logs(arm.tl, target),
+                lambda data, target: control_logs(data, target, set(data.watched)), ends_early=True)

@@ -1,0 +1,154 @@
+"""state: the trend (plateau | growth) of state rows and bytes over the target's phases after warm-up, and the
+bounds on rows and rows per live key."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from ..spec import StateTarget
+from ..verdicts import worst
+from .base import CheckDef, ControlData, settle
+from .timeline import Check, Timeline, metric, num, time_of
+
+MIN_STATE_SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Trend:
+    series: str  # rows | bytes
+    samples: int
+    slope: float  # per second
+    relative: float  # change of the fitted line across the window, relative to its start
+    start: float  # fitted value at the first sample
+    end: float
+
+
+def fit_trend(points: Sequence[tuple[float, float]], series: str) -> Trend | None:
+    """Least-squares line through (t, value); None with fewer than MIN_STATE_SAMPLES points. The relative change
+    is (fit(last t) - fit(first t)) / fit(first t), the start guarded from ~0 by a tenth of the mean (and 1)."""
+    if len(points) < MIN_STATE_SAMPLES:
+        return None
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    sxx = sum((t - mean_t) ** 2 for t, _ in points)
+    slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / sxx if sxx > 0 else 0.0
+    start = mean_v + slope * (points[0][0] - mean_t)
+    end = mean_v + slope * (points[-1][0] - mean_t)
+    base = max(start, 0.1 * abs(mean_v), 1.0)
+    return Trend(series, n, slope, (end - start) / base, start, end)
+
+
+def _after_warmup(tl: Timeline, during: Sequence[str], warmup: float) -> list[Mapping[str, object]]:
+    """Samples of the `during` windows, without the leading `warmup` fraction of their total time."""
+    spans = sorted(w for w in (tl.window(p) for p in during) if w is not None)
+    skip = warmup * sum(end - start for start, end in spans)
+    kept = []
+    for start, end in spans:
+        cut = start + min(skip, end - start)
+        skip -= cut - start
+        kept += [s for s in tl.samples if cut <= time_of(s) < end]
+    return kept
+
+
+def _describe(trend: Trend, during: Sequence[str]) -> str:
+    unit = "" if trend.series == "rows" else " B"
+    return f"state {trend.series} grow {trend.slope:+.1f}{unit}/s ({trend.relative:+.0%} over {'+'.join(during)})"
+
+
+def state_trends(tl: Timeline, target: StateTarget) -> tuple[Trend | None, Trend | None]:
+    """(rows, bytes) trends over the target's window after warmup."""
+    kept = _after_warmup(tl, target.during, target.warmup)
+    rows = [(time_of(s), v) for s in kept if (v := metric(s, "state_rows")) is not None]
+    size = [(time_of(s), v) for s in kept if (v := metric(s, "state_bytes")) is not None]
+    return fit_trend(rows, "rows"), fit_trend(size, "bytes")
+
+
+def growth_signature(tl: Timeline, target: StateTarget) -> str | None:
+    """What shows a leak: the first of rows/bytes whose fitted line grows by more than the threshold."""
+    for trend in state_trends(tl, target):
+        if trend is not None and trend.relative > target.threshold:
+            return _describe(trend, target.during)
+    return None
+
+
+def check_state(tl: Timeline, target: StateTarget, live_keys: int | None) -> Check:
+    during = "+".join(target.during)
+    expected_parts = []
+    if target.trend:
+        expected_parts.append(f"{target.trend} (fitted change {'<=' if target.trend == 'plateau' else '>'} "
+                              f"{target.threshold:.0%} rows, {target.bytes_threshold:.0%} bytes over {during} after "
+                              f"{target.warmup:.0%} warm-up)")
+    if target.max_rows_per_key is not None:
+        expected_parts.append(f"<= {num(target.max_rows_per_key)} rows/key")
+    if target.max_rows is not None:
+        expected_parts.append(f"<= {target.max_rows} rows")
+    expected = "; ".join(expected_parts)
+
+    verdicts, measured, messages = [], [], []
+    if target.trend:
+        rows, size = state_trends(tl, target)
+        if rows is None and size is None:
+            verdicts.append("NODATA")
+            measured.append("trend: no data")
+            messages.append(f"fewer than {MIN_STATE_SAMPLES} samples with state in {during} after warm-up")
+        else:
+            fits = [f for f in (rows, size) if f is not None]
+            measured.append(", ".join(f"{f.series} {f.slope:+.1f}/s ({f.relative:+.0%})" for f in fits))
+            if target.trend == "growth":
+                grown = next((f for f in fits if f.relative > (target.threshold if f is rows
+                                                                 else target.bytes_threshold)), None)
+                verdicts.append("PASSED" if grown else "FAILED")
+                messages.append(_describe(grown, target.during) if grown else
+                                f"state did not grow: {', '.join(_describe(f, target.during) for f in fits)}"
+                                .replace(" grow ", " change "))
+            else:
+                # Rows and bytes both: the incident's list state held a flat 2 rows per key while its bytes grew.
+                grew = [f for f in fits if f.relative > (target.threshold if f is rows else target.bytes_threshold)]
+                verdicts.append("FAILED" if grew else "PASSED")
+                messages.append(("state grows: " if grew else "state plateaus: ")
+                                + ", ".join(_describe(f, target.during).replace(" grow ", " change ")
+                                            for f in (grew or fits)))
+    if target.max_rows is not None or target.max_rows_per_key is not None:
+        values = [v for s in tl.samples_in(target.during) if (v := metric(s, "state_rows")) is not None]
+        if len(values) < MIN_STATE_SAMPLES:
+            verdicts.append("NODATA")
+            measured.append("rows: no data")
+            messages.append(f"fewer than {MIN_STATE_SAMPLES} samples with state_rows in {during}")
+        else:
+            top = max(values)
+            measured.append(f"max {num(top)} rows")
+            if target.max_rows is not None:
+                ok = top <= target.max_rows
+                verdicts.append("PASSED" if ok else "FAILED")
+                messages.append(f"max state rows {num(top)} {'<=' if ok else '>'} {target.max_rows}")
+            if target.max_rows_per_key is not None:
+                if not live_keys:
+                    verdicts.append("NODATA")
+                    messages.append("the workload has no live key count to divide by")
+                else:
+                    per_key = top / live_keys
+                    ok = per_key <= target.max_rows_per_key
+                    verdicts.append("PASSED" if ok else "FAILED")
+                    measured[-1] += f" ({per_key:.2f}/key)"
+                    messages.append(f"{per_key:.2f} rows per live key ({live_keys}) "
+                                    f"{'<=' if ok else '>'} {num(target.max_rows_per_key)}")
+    return Check("state", worst(verdicts), expected, "; ".join(measured), "; ".join(messages))
+
+
+def control_state(data: ControlData, target: StateTarget, live_keys: int | None) -> Check:
+    check = check_state(data.tl, target, live_keys)
+    if all(phase in data.ended for phase in target.during):
+        return settle(check, data)
+    why = data.incomplete(target.during)
+    if target.max_rows is not None or target.max_rows_per_key is not None:
+        bounds = check_state(data.tl, dataclasses.replace(target, trend=None), live_keys)
+        if bounds.verdict == "FAILED":  # a bound exceeded stays exceeded; a trend needs its whole window
+            return settle(dataclasses.replace(check, verdict="FAILED", measured=bounds.measured,
+                                               message=bounds.message), data)
+    return settle(check, data, pass_unless=why, fail_unless=why)
+
+
+STATE = CheckDef("state", "state", lambda arm, target: check_state(arm.tl, target, arm.spec.workload.live_keys),
+                 lambda data, target: control_state(data, target, data.spec.workload.live_keys if data.spec else None))

@@ -1,0 +1,40 @@
+"""Verdicts: their names, their order, how they combine and the exit code each one gives. The one owner of these;
+the checks (chaos/checks/), the report (chaos/report.py) and the command line (chaos/cli.py) import them from here.
+
+Worst first: FAILED > UNKNOWN > HANG > NODATA > PASSED; a combined verdict is the worst of its parts (`worst`).
+UNKNOWN is the environment failing (an `error` record, or a check that raised): never reported as a job failure, but
+a FAILED check still wins. HANG is a job that made no progress at all after the first fault. NODATA is a check with
+nothing to judge: never PASSED. INTERRUPTED is a whole run cut short (run.json status `interrupted`); it is never an
+arm's or a check's verdict.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from . import errors
+
+FAILED, UNKNOWN, HANG, NODATA, PASSED = "FAILED", "UNKNOWN", "HANG", "NODATA", "PASSED"
+INTERRUPTED = "INTERRUPTED"
+
+VERDICTS = (FAILED, UNKNOWN, HANG, NODATA, PASSED)  # worst first: what a check or an arm can be
+# Worst first with a run's INTERRUPTED among them (cut short ranks above a pass): the order to list verdicts in.
+DISPLAY_ORDER = (FAILED, UNKNOWN, HANG, NODATA, INTERRUPTED, PASSED)
+RANK = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
+
+# The exit code of `chaos run`, `chaos check` and the other commands that judge: one per verdict (chaos/errors.py).
+EXIT = {PASSED: errors.PASSED, FAILED: errors.FAILED, UNKNOWN: errors.ENVIRONMENT, HANG: errors.HANG,
+        NODATA: errors.NODATA, INTERRUPTED: errors.INTERRUPTED}
+
+
+def worst(verdicts: Iterable[str], default: str = NODATA) -> str:
+    """The worst verdict (FAILED > UNKNOWN > HANG > NODATA > PASSED); `default` when there is none."""
+    found = list(verdicts)
+    for verdict in found:
+        if verdict not in RANK:
+            raise ValueError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+    return min(found, key=RANK.__getitem__) if found else default
+
+
+def exit_code(verdict: str) -> int:
+    """The process exit code for a run's verdict; an unknown verdict exits as FAILED."""
+    return EXIT.get(verdict, errors.FAILED)

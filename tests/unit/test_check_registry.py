@@ -1,0 +1,138 @@
+"""The registry of checks (chaos/checks/registry.py): a check that raises is UNKNOWN with its error and never costs the
+run its results; which checks an arm's targets set decides whether a control may end early (chaos.run.ends_early)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from chaos import cli, errors
+from chaos.checks import registry
+from chaos.checks.base import CheckDef
+from chaos.checks.judge import judge_arm, judge_run
+from chaos.checks.registry import CHECKS, holding_back, registered
+from chaos.run import ends_early
+from chaos.spec import ExperimentSpec, Targets, load_experiment
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+PASSING_RUN = FIXTURES / "20261123T085731-smoke-464"  # every arm PASSED
+ARM = PASSING_RUN / "kafka-broker-disconnect"
+
+
+def _boom(_arm, _target):
+    raise ZeroDivisionError("a bug in the check")
+
+
+def _spec() -> ExperimentSpec:
+    return ExperimentSpec.from_dict(json.loads((ARM / "spec.json").read_text()), where="spec.json")
+
+
+def test_the_registry_lists_every_check_once_in_the_order_results_show():
+    assert [c.name for c in CHECKS] == ["environment", "progress", "recovery", "max_lag", "lost", "duplicated",
+                                        "state", "logs", "lineage", "refused_within", "exit_code", "probe"]
+    assert all(c.target is None or c.target in Targets.__dataclass_fields__ for c in CHECKS)
+    with pytest.raises(ValueError):
+        registry.register(CHECKS[1])
+
+
+def test_a_check_that_raises_is_unknown_with_its_error_and_the_other_checks_stand():
+    spec = _spec()
+    before = judge_arm(ARM / "hardened", spec, "hardened")
+    with registered(CheckDef("exploding", "progress", _boom), after="progress"):
+        after = judge_arm(ARM / "hardened", spec, "hardened")
+    names = [c["name"] for c in after["checks"]]
+    assert names == [c["name"] for c in before["checks"]][:names.index("exploding")] + ["exploding"] \
+        + [c["name"] for c in before["checks"]][names.index("exploding"):]
+    exploded = after["checks"][names.index("exploding")]
+    assert exploded["verdict"] == "UNKNOWN"
+    assert "ZeroDivisionError" in exploded["message"] and "a bug in the check" in exploded["message"]
+    assert "test_check_registry.py" in exploded["message"]  # where it raised
+    assert [c for c in after["checks"] if c["name"] != "exploding"] == before["checks"]
+    assert before["verdict"] == "PASSED" and after["verdict"] == "UNKNOWN"  # the harness broke, not the job
+    assert after["recovery_s"] == before["recovery_s"]
+    assert [c.name for c in CHECKS].count("exploding") == 0  # unregistered on the way out
+
+
+def test_a_check_that_returns_no_check_is_unknown_too():
+    with registered(CheckDef("confused", "progress", lambda arm, target: "PASSED")):
+        result = judge_arm(ARM / "hardened", _spec(), "hardened")
+    confused = next(c for c in result["checks"] if c["name"] == "confused")
+    assert confused["verdict"] == "UNKNOWN" and "TypeError" in confused["message"]
+
+
+def test_a_control_judge_that_raises_is_unknown_in_the_discrimination(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(PASSING_RUN, run)
+    with registered(CheckDef("exploding", "progress", lambda arm, target: None, control=_boom)):
+        results = judge_run(run)
+    discrimination = next(e for e in results["experiments"] if e["name"] == "kafka-broker-disconnect")[
+        "discrimination"]
+    exploded = next(c for c in discrimination["checks"] if c["name"] == "exploding")
+    assert exploded["verdict"] == "UNKNOWN" and "ZeroDivisionError" in exploded["message"]
+
+
+def test_chaos_check_still_writes_results_when_a_check_raises(tmp_path, capsys):
+    """End to end, offline: `chaos check` on a copy of a stored run, with a check that raises on every arm."""
+    run = tmp_path / "run"
+    shutil.copytree(PASSING_RUN, run)
+    (run / "results.json").unlink()
+    with registered(CheckDef("exploding", None, _boom)):
+        code = cli.main(["check", str(run)])
+    results = json.loads((run / "results.json").read_text())
+    assert code == errors.ENVIRONMENT and results["verdict"] == "UNKNOWN"
+    arms = [a for e in results["experiments"] for a in e["arms"]]
+    exploded = [next(c for c in a["checks"] if c["name"] == "exploding") for a in arms]
+    assert arms and all(c["verdict"] == "UNKNOWN" and "ZeroDivisionError" in c["message"] for c in exploded)
+    assert all(len(a["checks"]) > 1 for a in arms)  # the other checks were judged as usual
+    for experiment in results["experiments"]:
+        for arm in experiment["arms"]:
+            assert json.loads((run / experiment["name"] / arm["profile"] / "result.json").read_text()) == arm
+    assert "UNKNOWN" in capsys.readouterr().out
+
+
+def test_a_judge_that_raises_outside_any_check_makes_the_arm_unknown_not_the_run_lost(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    shutil.copytree(PASSING_RUN, run)
+    from chaos.checks import arm
+
+    def broken(records):
+        raise RuntimeError("history index broke")
+
+    monkeypatch.setattr(arm, "timeline", broken)
+    results = judge_run(run)
+    arms = [a for e in results["experiments"] for a in e["arms"]]
+    assert arms and all(a["verdict"] == "UNKNOWN" and "history index broke" in a["checks"][0]["message"]
+                        for a in arms)
+    assert results["verdict"] == "UNKNOWN"
+
+
+def _control(tmp_path, targets: str):
+    path = tmp_path / "early.yaml"
+    path.write_text(f"""
+name: early
+description: test
+incident: {{file: 003-cep-state-leak-key-rotation.txt, error: leak}}
+seed: 5
+workload: {{shape: uniform, keys: 20, rate: 50, partitions: 2}}
+job: {{session_gap: 2s, max_session_length: 20s, watermark: 1s}}
+phases: {{steady: 10s, inject: 20s, recover: 10s}}
+faults:
+  - {{fault: network.down, target: kafka, at: 0s, duration: 5s}}
+arms:
+  hardened: {{targets: {{lost: 0}}}}
+  naive: {{targets: {targets}}}
+""")
+    return load_experiment(path).arm("naive")
+
+
+def test_which_checks_hold_an_arm_back_comes_from_the_registry(tmp_path):
+    assert ends_early(_control(tmp_path, "{logs: {expected: [boom]}, lineage: true}"))
+    # A bound of 0 is a target like any other (0 == False once let it through: the hand-kept list it replaced).
+    arm = _control(tmp_path, "{lost: 0, logs: {expected: [boom]}}")
+    assert holding_back(arm.targets) == ["lost"] and not ends_early(arm)
+    arm = _control(tmp_path, "{logs: {expected: [boom]}}")
+    with registered(CheckDef("needs-the-end", "logs", lambda a, t: None)):
+        assert holding_back(arm.targets) == ["needs-the-end"] and not ends_early(arm)
+    assert ends_early(arm)
