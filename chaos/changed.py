@@ -74,11 +74,13 @@ def section_kinds(source: str, path: str) -> Mapping[str, tuple[int, int]] | Non
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     registry: dict[str, str] = {}
     for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
         if getattr(target, "id", None) != "IMPLEMENTATIONS" or not isinstance(node.value, ast.Dict):
             continue
         for key, value in zip(node.value.keys, node.value.values):
-            if isinstance(key, ast.Constant) and isinstance(value, ast.Name):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Name):
                 registry[key.value] = value.id
             elif key is None and isinstance(value, ast.DictComp) and isinstance(value.value, ast.Name):
                 # **{name: Cls for name in NAMES}: NAMES is a tuple of strings or a module-level dict's keys
