@@ -23,7 +23,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 PHASES = ("steady", "inject", "recover")
 BOUNDARIES = ("start", "end")
@@ -33,7 +33,7 @@ JOB_EVENTS = ("started", "exited", "restarted", "refused")
 SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "state_rows", "state_bytes",
                   "checkpoint_bytes", "batch_id")
 SAMPLE_FIELDS = (*SAMPLE_METRICS, "alive")
-RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "error")
+RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "error", "watch")
 
 Record = Mapping[str, object]
 
@@ -88,6 +88,11 @@ class HistoryWriter:
         if count is not None:
             fields["count"] = count
         return self._append("log", fields)
+
+    def watch(self, patterns: Sequence[str]) -> dict[str, object]:
+        """The log signatures this arm's scanner looks for (its own targets' and the experiment's control
+        signatures): a signature absent from the history was looked for and not seen, not merely not looked for."""
+        return self._append("watch", {"patterns": list(patterns)})
 
     def trigger(self, fault: int, name: str, target: str, firing: int, of: int, **fields: object) -> dict[str, object]:
         return self._append("trigger", {"fault": fault, "name": name, "target": target, "firing": firing, "of": of,

@@ -28,6 +28,7 @@ from infra.errors import InfraError
 from infra.stack import Stack, signals_deferred
 from job.settings import FACTORIES
 
+from .checks.logs import control_signatures
 from .checks.recovery import healthy_sample
 from .checks.registry import holding_back
 from .faults import FaultContext, build
@@ -178,6 +179,10 @@ class ArmRun:
         self.history = HistoryWriter(arm_dir / "history.jsonl")
         targets = spec.arm(profile).targets
         patterns = list(targets.logs.expected + targets.logs.forbidden) if targets.logs else []
+        # Every arm also counts the control's incident signatures, so a signature the hardened job logs as well is
+        # seen for what it is (chaos/checks/logs.py signature_ratio).
+        patterns += [p for p in control_signatures(spec) if p not in patterns]
+        self.history.watch(patterns)
         self.logs = LogScanner(patterns, self.history, stack.run_dir)
         self.arm.on_start = self._job_started
         self.acked = 0

@@ -19,7 +19,8 @@ from .arm import judge_records
 from .discrimination import CONTROL, SUBJECT, discriminate, discrimination_result
 from .exactly_once import oracle_kind
 from .registry import raised
-from .timeline import Check
+from .logs import signature_ratio, watched_patterns
+from .timeline import Check, timeline
 
 
 def read_json(path: Path) -> tuple[object | None, str]:
@@ -107,6 +108,30 @@ def judge_discrimination(experiment_dir: str | Path, spec: ExperimentSpec) -> di
                         subject_kind=subject_kind)
 
 
+def _with_signature_ratio(experiment_dir: Path, spec: ExperimentSpec, arm: dict) -> dict:
+    """A control that showed its incident by a log line also gets `signature_ratio` (chaos/checks/logs.py): the same
+    line counted in the hardened arm's history. Left out where there is nothing to compare: no hardened arm in this
+    run, or runs recorded before arms counted each other's signatures."""
+    spec_arm = spec.arm(arm["profile"])
+    logs = spec_arm.targets.logs
+    if (spec_arm.role != "control" or spec_arm.expect != "incident" or logs is None or not logs.expected
+            or not arm.get("signature") or not (experiment_dir / SUBJECT).is_dir()):
+        return arm
+    try:
+        control = _read_arm(experiment_dir / arm["profile"])
+        subject = _read_arm(experiment_dir / SUBJECT)
+        if isinstance(control, str) or isinstance(subject, str):
+            return arm
+        watched = watched_patterns(subject.records)
+        if watched is None:
+            return arm
+        check = signature_ratio(timeline(control.records), timeline(subject.records), watched, logs.expected)
+    except Exception as error:  # noqa: BLE001 - guarded like every check
+        check = raised("signature_ratio", error)
+    checks = [*arm["checks"], check.to_dict()]
+    return {**arm, "checks": checks, "verdict": worst([arm["verdict"], check.verdict])}
+
+
 def _experiment_dirs(run_dir: Path, listed: object) -> list[Path]:
     """Experiments in run.json order, then any other directory with a spec.json (sorted); never reached: left out."""
     names = [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
@@ -152,6 +177,7 @@ def judge_run(run_dir: str | Path) -> dict:
                 discrimination = judge_discrimination(experiment_dir, spec)
             except Exception as error:  # noqa: BLE001 - a broken judge is UNKNOWN, never a lost results.json
                 discrimination = discrimination_result(spec, [raised("discrimination", error)])
+            arms = [_with_signature_ratio(experiment_dir, spec, arm) for arm in arms]
         for arm in arms:
             _write_json(experiment_dir / arm["profile"] / "result.json", arm)
         # A required discrimination that fails (not_discriminating, not waived) fails the experiment, and so the

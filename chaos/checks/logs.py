@@ -7,7 +7,7 @@ import math
 import re
 from typing import Mapping, Sequence
 
-from ..spec import Logs
+from ..spec import ExperimentSpec, Logs
 from .base import CheckDef, ControlData, settle, unjudged
 from .timeline import Check, Timeline, time_of
 
@@ -43,6 +43,50 @@ def check_logs(tl: Timeline, target: Logs) -> Check:
     return Check("logs", "PASSED", expected, measured,
                  "every expected signature matched" + (" and no forbidden one" if target.forbidden else "")
                  if target.expected else "no forbidden signature matched")
+
+
+# A control's log line stands for its incident only when it logs that line this many times as often as the hardened
+# arm of the same experiment does under the same faults (any number of times when the hardened arm logs it never).
+SIGNATURE_RATIO = 3.0
+
+
+def control_signatures(spec: ExperimentSpec) -> list[str]:
+    """The expected log signatures of the experiment's controls that must reproduce an incident."""
+    return [p for arm in spec.arms if arm.role == "control" and arm.expect == "incident" and arm.targets.logs
+            for p in arm.targets.logs.expected]
+
+
+def signature_ratio(control: Timeline, subject: Timeline, watched: set[str], patterns: Sequence[str]) -> Check:
+    """The control's signatures against the hardened arm's count of the same lines over the same phases: a line
+    both jobs log is no evidence of the incident, whatever else fails."""
+    expected = f"control logs each signature >= {SIGNATURE_RATIO:g}x as often as the hardened arm"
+    rows = []
+    for pattern in patterns:
+        if pattern not in watched:
+            return Check("signature_ratio", "NODATA", expected, "not counted",
+                         f"the hardened arm's scanner did not look for {pattern!r}")
+        mine = match_count(control.logs, pattern, evidence_start(control))
+        theirs = match_count(subject.logs, pattern, evidence_start(subject))
+        rows.append((pattern, mine, theirs))
+    measured = "; ".join(f"{mine} vs {theirs} lines" for _, mine, theirs in rows)
+    for pattern, mine, theirs in rows:
+        if mine < SIGNATURE_RATIO * theirs or mine == 0:
+            return Check("signature_ratio", "FAILED", expected, measured,
+                         f"the hardened arm logs {pattern!r} too ({theirs} lines against the control's {mine}): "
+                         "the line is no evidence of the incident")
+    return Check("signature_ratio", "PASSED", expected, measured,
+                 "the hardened arm logs the control's signatures " + (
+                     "never" if all(t == 0 for _, _, t in rows) else f"under 1/{SIGNATURE_RATIO:g} as often"))
+
+
+def watched_patterns(records: Sequence[Mapping[str, object]]) -> set[str] | None:
+    """The signatures an arm's scanner looked for (its `watch` record), None for runs recorded before it existed."""
+    found: set[str] | None = None
+    for record in records:
+        patterns = record.get("patterns")
+        if record.get("type") == "watch" and isinstance(patterns, list):
+            found = (found or set()) | {str(p) for p in patterns}
+    return found
 
 
 def evidence_start(tl: Timeline) -> float:
