@@ -1,8 +1,8 @@
 """Spark drivers against a stack: the session settings every driver uses, and launching one as a process.
 
 A driver always runs on this host as its own process (for both backends), so the harness can kill,
-pause and restart it. Inside the driver, `spark_conf()` turns the stack description plus the credentials
-from the environment into Spark settings; secrets never appear on a command line.
+pause and restart it. Inside the driver, `spark_conf()` turns the stack description into Spark settings; the
+credentials reach Spark through the environment only (Stack.job_env), so no secret appears on a command line.
 """
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from .cds import ClassArchives
 from .procs import ManagedProcess
 from .stack import Stack, StackInfo
 
+# AWS SDK v2 (hadoop-aws 3.5 and the SDK 2.x bundle pinned in infra/artifacts.lock.json): reads
+# AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) from the process's environment.
+ENV_CREDENTIALS_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # Drivers and executors live for minutes and are restarted by the faults: on two cores the JIT's C2 compiler
 # threads compete with start-up, and C1 alone brings a job to its first batch ~11 s sooner (`chaos bench
@@ -38,7 +41,7 @@ def java_options(info: StackInfo, profile: str = "hardened") -> dict[str, str]:
             "spark.executor.extraJavaOptions": " ".join([EXECUTOR_JAVA_OPTIONS, *executor])}
 
 
-def spark_conf(info: StackInfo, app_name: str, environ=os.environ, proxied_driver: bool = True,
+def spark_conf(info: StackInfo, app_name: str, proxied_driver: bool = True,
                profile: str = "hardened") -> dict[str, str]:
     """Settings for a driver on `info`'s stack, running the job's `profile` (which archives its JVMs map).
 
@@ -68,9 +71,9 @@ def spark_conf(info: StackInfo, app_name: str, environ=os.environ, proxied_drive
         "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
         "spark.hadoop.fs.s3a.path.style.access": "true",
         "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-        "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-        "spark.hadoop.fs.s3a.access.key": environ["CHAOS_S3_ACCESS_KEY"],
-        "spark.hadoop.fs.s3a.secret.key": environ["CHAOS_S3_SECRET_KEY"],
+        # Credentials from the environment (Stack.job_env for the driver, the worker's for executors): pyspark hands
+        # every session setting to spark-submit as `--conf`, which `ps` shows to every user of the machine.
+        "spark.hadoop.fs.s3a.aws.credentials.provider": ENV_CREDENTIALS_PROVIDER,
     }
     return conf
 
@@ -89,6 +92,9 @@ def spark_session(info: StackInfo, app_name: str, extra_conf: dict[str, str] | N
 def launch_driver(stack: Stack, name: str, module: str, args: list[str], env: dict[str, str] | None = None
                   ) -> ManagedProcess:
     """Start `python -m module args...` as a driver process logging to the run's logs/<name>.log."""
-    environment = {**os.environ, **stack.job_env(), **(env or {})}
+    # The run's credentials replace whatever AWS identity this shell has: a session token or profile of its own
+    # would be mixed with the stack's keys.
+    inherited = {k: v for k, v in os.environ.items() if k not in ("AWS_SESSION_TOKEN", "AWS_PROFILE")}
+    environment = {**inherited, **stack.job_env(), **(env or {})}
     return stack.adopt(lambda: ManagedProcess(name, [sys.executable, "-m", module, *args],
                                               stack.log_dir / f"{name}.log", env=environment))

@@ -1,7 +1,7 @@
 """`python -m job --profile hardened|naive|baseline ...`: run the sessionization job as a driver process.
 
 Runs until SIGTERM/SIGINT (graceful stop), until --run-seconds pass, or until it gives up. Stack endpoints and
-credentials come from the environment the harness sets (CHAOS_STACK_JSON, CHAOS_S3_*).
+credentials come from the environment the harness sets (CHAOS_STACK_JSON, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
 
 Start-up order (hardened): take the checkpoint's lease (refused in seconds if another deployment holds it),
 verify the state version to be loaded (repair or roll back if damaged), then start Spark and the query under
@@ -86,8 +86,8 @@ class Job:
         self.checkpoint_uri = f"s3a://{self.info.bucket}/{settings.checkpoint_suffix}"
 
     def _store(self) -> ObjectStore:
-        return ObjectStore.connect(self.info.s3_endpoint, os.environ["CHAOS_S3_ACCESS_KEY"],
-                                   os.environ["CHAOS_S3_SECRET_KEY"], self.info.bucket)
+        return ObjectStore.connect(self.info.s3_endpoint, os.environ["AWS_ACCESS_KEY_ID"],
+                                   os.environ["AWS_SECRET_ACCESS_KEY"], self.info.bucket)
 
     def run(self) -> int:
         settings = self.settings

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from chaos.jobrun import ArmConfig, JobArm
+from chaos.outputs import read_progress
 from chaos.workload import Ledger, WorkloadSpec
 from infra.cds import mapped_archives
 from infra.procs import descendants_running
@@ -93,3 +94,54 @@ def _jvm_archives(stack, job_pid: int, timeout_s: float = 120.0) -> dict[str, se
                     "executor": {Path(p).name for p in mapped_archives(executors[0])}}
         time.sleep(0.5)
     raise AssertionError(f"the job's driver and executor JVMs did not both appear within {timeout_s:.0f} s")
+
+
+def _command_lines_holding(needles: dict[str, bytes]) -> list[str]:
+    """'<what> in pid <pid>: <command line>' for every process on this machine whose command line holds a needle."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        for what, needle in needles.items():
+            if needle in cmdline:
+                shown = cmdline.replace(needle, b"<" + what.encode() + b">").replace(b"\0", b" ")
+                found.append(f"{what} in pid {entry}: {shown[:400]!r}")
+    return found
+
+
+def test_no_process_has_the_s3_credentials_on_its_command_line(stack, tmp_path):
+    """Issue 18: while a job runs and its executors write state to S3, no process's command line holds the run's S3
+    secret key or access key (pyspark passes every session setting to spark-submit as `--conf`, which `ps` shows)."""
+    arm = JobArm(stack, tmp_path / "secrets", ArmConfig(
+        profile="hardened", workload=WorkloadSpec(shape="uniform", keys=20, rate=100, duration_ms=5_000, seed=3),
+        gap_ms=1_000, max_session_ms=5_000, watermark_ms=500))
+    needles = {"the S3 secret key": stack.credentials.secret_key.encode(),
+               "the S3 access key": stack.credentials.access_key.encode()}
+    arm.create_topic()
+    arm.start_job()
+    found: list[str] = []
+    scans = 0
+    try:
+        producer = threading.Thread(target=arm.produce, name="producer")
+        producer.start()
+        deadline = time.monotonic() + 180
+        # Scan until a batch with rows has committed its state (the executors then had working credentials too).
+        while time.monotonic() < deadline:
+            found += _command_lines_holding(needles)
+            scans += 1
+            if any(p.get("numInputRows", 0) > 0 and p.get("stateOperators") for p in read_progress(arm.progress_path)):
+                break
+            assert arm.job.alive(), f"the job ended; see {arm.job.log_path}"
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"no batch with rows within 180 s; see {arm.job.log_path}")
+        found += _command_lines_holding(needles)
+        producer.join()
+    finally:
+        arm.stop_job()
+    assert scans >= 2
+    assert not found, "\n".join(sorted(set(found)))
