@@ -130,18 +130,18 @@ def test_no_process_has_the_s3_credentials_on_its_command_line(stack, tmp_path):
         producer.start()
         deadline = time.monotonic() + 180
         # Scan until a batch with rows has committed its state (the executors then had working credentials too).
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not found:
             found += _command_lines_holding(needles)
             scans += 1
-            if any(p.get("numInputRows", 0) > 0 and p.get("stateOperators") for p in read_progress(arm.progress_path)):
+            if any(record.get("event") == "progress" and record["progress"].get("numInputRows", 0) > 0
+                   and record["progress"].get("stateOperators") for record in read_progress(arm.progress_path)):
                 break
             assert arm.job.alive(), f"the job ended; see {arm.job.log_path}"
             time.sleep(0.5)
-        else:
-            raise AssertionError(f"no batch with rows within 180 s; see {arm.job.log_path}")
         found += _command_lines_holding(needles)
+        assert not found, "\n".join(sorted(set(found)))
+        assert time.monotonic() < deadline, f"no batch with rows within 180 s; see {arm.job.log_path}"
         producer.join()
     finally:
         arm.stop_job()
     assert scans >= 2
-    assert not found, "\n".join(sorted(set(found)))
