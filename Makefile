@@ -9,7 +9,7 @@ DEPS   := $(VENV)/.deps-installed
 PYTEST_ARGS ?=
 RUN_ARGS ?=
 
-.PHONY: setup setup-containers run test clean-venv
+.PHONY: setup setup-containers run test package clean-venv
 
 setup: $(DEPS)
 	$(BIN)/chaos setup
@@ -34,6 +34,10 @@ run: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The job for spark-submit: dist/job.zip (--py-files) and dist/job_main.py (docs/job.md).
+package: $(DEPS)
+	$(BIN)/python -m job.package --out dist
 
 clean-venv:
 	rm -rf $(VENV)
