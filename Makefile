@@ -9,7 +9,7 @@ DEPS   := $(VENV)/.deps-installed
 PYTEST_ARGS ?=
 RUN_ARGS ?=
 
-.PHONY: setup setup-containers run test clean-venv
+.PHONY: setup setup-containers run test package clean-venv
 
 setup: $(DEPS)
 	$(BIN)/chaos setup
@@ -35,6 +35,10 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The job for spark-submit: dist/job.zip (--py-files) and dist/job_main.py (docs/job.md).
+package: $(DEPS)
+	$(BIN)/python -m job.package --out dist
 
 clean-venv:
 	rm -rf $(VENV)

@@ -185,14 +185,16 @@ def spark_master(runtime: Runtime, ports: Ports) -> LaunchSpec:
     )
 
 
-def spark_worker(runtime: Runtime, ports: Ports, work_dir: Path, cores: int, memory: str) -> LaunchSpec:
+def spark_worker(runtime: Runtime, ports: Ports, work_dir: Path, cores: int, memory: str,
+                 env: dict[str, str] | None = None) -> LaunchSpec:
+    """`env` (the S3 credentials) is inherited by every executor the worker starts."""
     return LaunchSpec(
         name="spark-worker",
         argv=_spark_daemon(runtime, "spark-worker", "org.apache.spark.deploy.worker.Worker",
                            [f"spark://{LOOPBACK}:{ports.spark_master}", "--host", LOOPBACK,
                             "--port", str(ports.spark_worker), "--webui-port", str(ports.spark_worker_ui),
                             "--cores", str(cores), "--memory", memory, "--work-dir", str(work_dir)]),
-        env=_spark_env(runtime),
+        env={**_spark_env(runtime), **(env or {})},
         ready=lambda: _master_alive_workers(ports) >= 1,
         timeout=90,
     )

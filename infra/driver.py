@@ -1,8 +1,10 @@
 """Spark drivers against a stack: the session settings every driver uses, and launching one as a process.
 
 A driver always runs on this host as its own process (for both backends), so the harness can kill,
-pause and restart it. Inside the driver, `spark_conf()` turns the stack description plus the credentials
-from the environment into Spark settings; secrets never appear on a command line.
+pause and restart it. The job (`python -m job`) is launched like any deployer would run it: `job_args()` turns
+the stack description into the job's deployment options (job/spark.py), and the harness's own Spark settings
+(master, driver ports, JVM options) into `--spark-conf` options. Credentials reach Spark and the job through the
+environment only (Stack.job_env), so no secret appears on a command line.
 """
 from __future__ import annotations
 
@@ -10,11 +12,18 @@ import os
 import sys
 from pathlib import Path
 
+from job import spark as job_spark
+from job.settings import from_args
+
 from .cds import ClassArchives
 from .procs import ManagedProcess
 from .stack import Stack, StackInfo
 
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# AWS SDK v2 (hadoop-aws 3.5 and the SDK 2.x bundle pinned in infra/artifacts.lock.json): reads
+# AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) from the process's environment.
+ENV_CREDENTIALS_PROVIDER = job_spark.ENV_CREDENTIALS_PROVIDER
+ROCKSDB_PROVIDER = job_spark.ROCKSDB_PROVIDER
+S3_REGION = "us-east-1"  # MinIO's default
 # Drivers and executors live for minutes and are restarted by the faults: on two cores the JIT's C2 compiler
 # threads compete with start-up, and C1 alone brings a job to its first batch ~11 s sooner (`chaos bench
 # startup`: 30.9 s vs 41.7 s, docs/benchmarks.md). A query stopped mid-batch died with StackOverflowError deep in
@@ -38,17 +47,24 @@ def java_options(info: StackInfo, profile: str = "hardened") -> dict[str, str]:
             "spark.executor.extraJavaOptions": " ".join([EXECUTOR_JAVA_OPTIONS, *executor])}
 
 
-def spark_conf(info: StackInfo, app_name: str, environ=os.environ, proxied_driver: bool = True,
-               profile: str = "hardened") -> dict[str, str]:
-    """Settings for a driver on `info`'s stack, running the job's `profile` (which archives its JVMs map).
+def s3_options(info: StackInfo) -> job_spark.S3Options:
+    """The stack's S3 (MinIO through the `s3` proxy), credentials from the environment only."""
+    return job_spark.S3Options(endpoint=info.s3_endpoint, region=S3_REGION, path_style=True,
+                               tls=info.s3_endpoint.startswith("https://"),
+                               credentials_providers=ENV_CREDENTIALS_PROVIDER)
+
+
+def cluster_conf(info: StackInfo, proxied_driver: bool = True, profile: str = "hardened") -> dict[str, str]:
+    """The harness's Spark settings for a driver on `info`'s stack, running the job's `profile` (which archives
+    its JVMs map): where the master is, the driver's ports, memory, JVM options. What a deployer would give
+    spark-submit; nothing about Kafka or S3.
 
     With proxied_driver, executors reach the driver through the `spark-driver` proxies; a second driver at
     the same time (a colliding deployment) must pass False and gets ports of its own.
     """
     driver = info.driver
-    conf = {
+    return {
         "spark.master": info.spark_master,
-        "spark.app.name": app_name,
         "spark.jars": ",".join(info.spark_jars),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -63,32 +79,48 @@ def spark_conf(info: StackInfo, app_name: str, environ=os.environ, proxied_drive
         "spark.sql.shuffle.partitions": "4",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-        "spark.hadoop.fs.s3a.endpoint": info.s3_endpoint,
-        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
-        "spark.hadoop.fs.s3a.path.style.access": "true",
-        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-        "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-        "spark.hadoop.fs.s3a.access.key": environ["CHAOS_S3_ACCESS_KEY"],
-        "spark.hadoop.fs.s3a.secret.key": environ["CHAOS_S3_SECRET_KEY"],
     }
-    return conf
+
+
+def spark_conf(info: StackInfo, app_name: str, proxied_driver: bool = True,
+               profile: str = "hardened") -> dict[str, str]:
+    """Settings for a harness driver (the stack probe) on `info`'s stack: the session settings the job would
+    make of the options job_args() gives it."""
+    return job_spark.session_conf(app_name, s3_options(info), cluster_conf(info, proxied_driver, profile))
 
 
 def spark_session(info: StackInfo, app_name: str, extra_conf: dict[str, str] | None = None, **kwargs):
-    """A session on the stack; `extra_conf` (e.g. a job profile's fs.s3a settings) goes in before the context
-    starts, since Hadoop settings are read once per filesystem instance."""
-    from pyspark.sql import SparkSession
+    """A session on the stack; `extra_conf` goes in before the context starts, since Hadoop settings are read once
+    per filesystem instance."""
+    return job_spark.session({**spark_conf(info, app_name, **kwargs), **(extra_conf or {})})
 
-    builder = SparkSession.builder
-    for key, value in {**spark_conf(info, app_name, **kwargs), **(extra_conf or {})}.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+
+def job_args(info: StackInfo, args: list[str]) -> list[str]:
+    """The job's options (`args`: profile, topic, deployment, settings) plus its deployment on this stack, as a
+    deployer passes them: Kafka through the `kafka` proxy, S3 through the `s3` proxy, the run's bucket, and the
+    harness's Spark settings (the job's settings say which profile's JVM archives and which driver ports)."""
+    settings = from_args(args)
+    s3 = s3_options(info)
+    return [*args,
+            "--kafka-bootstrap-servers", info.kafka_bootstrap,
+            "--s3-endpoint", s3.endpoint, "--s3-region", s3.region,
+            "--s3-path-style" if s3.path_style else "--no-s3-path-style",
+            "--s3-tls" if s3.tls else "--no-s3-tls",
+            "--s3-credentials-provider", s3.credentials_providers,
+            "--storage-uri", f"s3a://{info.bucket}",
+            *[item for key, value in cluster_conf(info, settings.proxied_driver, settings.profile).items()
+              for item in ("--spark-conf", f"{key}={value}")]]
 
 
 def launch_driver(stack: Stack, name: str, module: str, args: list[str], env: dict[str, str] | None = None
                   ) -> ManagedProcess:
-    """Start `python -m module args...` as a driver process logging to the run's logs/<name>.log."""
-    environment = {**os.environ, **stack.job_env(), **(env or {})}
+    """Start `python -m module args...` as a driver process logging to the run's logs/<name>.log. The job (module
+    `job`) also gets its deployment options (job_args)."""
+    if module == "job":
+        args = job_args(stack.info, args)
+    # The run's credentials replace whatever AWS identity this shell has: a session token or profile of its own
+    # would be mixed with the stack's keys.
+    inherited = {k: v for k, v in os.environ.items() if k not in ("AWS_SESSION_TOKEN", "AWS_PROFILE")}
+    environment = {**inherited, **stack.job_env(), **(env or {})}
     return stack.adopt(lambda: ManagedProcess(name, [sys.executable, "-m", module, *args],
                                               stack.log_dir / f"{name}.log", env=environment))

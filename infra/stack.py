@@ -128,7 +128,9 @@ class Credentials:
         return cls("chaos-" + secrets.token_hex(6), secrets.token_urlsafe(24))
 
     def as_env(self) -> dict[str, str]:
-        return {"CHAOS_S3_ACCESS_KEY": self.access_key, "CHAOS_S3_SECRET_KEY": self.secret_key}
+        """The standard AWS variables, which the S3A connector's EnvironmentVariableCredentialsProvider (AWS SDK v2)
+        and the job's own S3 client read: credentials travel in environments, never on a command line."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
 
 
 def _backend(name: str) -> Backend:
@@ -220,8 +222,9 @@ class Stack:
                              self.credentials.secret_key),
             components.kafka(runtime, ports, config, ready=lambda: self._kafka_ready(ports)),
             components.spark_master(runtime, ports),
+            # Executors inherit the worker's environment: that is how they get the S3 credentials.
             components.spark_worker(runtime, ports, self.stack_dir / "spark-work", self.worker_cores,
-                                    self.worker_memory),
+                                    self.worker_memory, env=self.credentials.as_env()),
         ]
         seconds: dict[str, float] = {}
         ready = {spec.name: threading.Event() for spec in specs}

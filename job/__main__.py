@@ -1,7 +1,10 @@
-"""`python -m job --profile hardened|naive|baseline ...`: run the sessionization job as a driver process.
+"""`python -m job --profile hardened|naive|baseline --topic T --deployment D [deployment options]`: run the
+sessionization job as a driver process (or under spark-submit: job/submit_main.py; docs/job.md).
 
-Runs until SIGTERM/SIGINT (graceful stop), until --run-seconds pass, or until it gives up. Stack endpoints and
-credentials come from the environment the harness sets (CHAOS_STACK_JSON, CHAOS_S3_*).
+Runs until SIGTERM/SIGINT (graceful stop), until --run-seconds pass, or until it gives up. Where Kafka and S3 are
+comes from explicit options with environment fallbacks (job/spark.py); S3 credentials from the standard AWS
+providers (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or a profile), never from the command line. Nothing here
+imports the harness: the harness passes options like any deployer (infra/driver.py).
 
 Start-up order (hardened): take the checkpoint's lease (refused in seconds if another deployment holds it),
 verify the state version to be loaded (repair or roll back if damaged), then start Spark and the query under
@@ -25,17 +28,17 @@ import time
 
 from pyspark.errors import StreamingQueryException
 
-from infra.driver import load_stack_info, spark_session
-
 from . import sessions
+from . import spark as deploy
 from .integrity import Integrity, IntegrityError
 from .lease import CheckpointLease, LeaseHeld
 from .objectstore import ObjectStore
 from .progress import ProgressFileListener
-from .settings import Settings, from_args
+from .settings import Settings, add_arguments, parser, settings_from
 from .sink import BatchWriter
 from .supervisor import BudgetExceeded, RestartPolicy, classify, root_cause
 
+EXIT_BAD_ARGUMENTS = 2
 EXIT_STOPPED, EXIT_FAILED, EXIT_REFUSED, EXIT_BUDGET, EXIT_INTEGRITY, EXIT_LEASE_LOST, EXIT_REPEATING = 0, 1, 3, 4, 5, 6, 7
 
 
@@ -54,21 +57,20 @@ def _configure(spark, settings: Settings) -> None:
         conf.set(f"spark.sql.streaming.stateStore.{name}", value)
 
 
-def _start_query(spark, settings: Settings, info, guard, record):
+def _start_query(spark, settings: Settings, deployment: deploy.Deployment, guard, record):
     reader = (spark.readStream.format("kafka")
-              .option("kafka.bootstrap.servers", info.kafka_bootstrap)
+              .option("kafka.bootstrap.servers", deployment.kafka_bootstrap_servers)
               .option("subscribe", settings.topic)
               .option("startingOffsets", "earliest"))
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
-    for option, value in settings.kafka_options.items():
+    # The profile's client tuning, then the deployer's (security settings, say).
+    for option, value in {**settings.kafka_options, **deployment.kafka_options}.items():
         reader = reader.option(option, value)
-    bucket_uri = f"s3a://{info.bucket}"
     return (sessions.build(sessions.parse_events(reader.load()), settings)
             .writeStream
-            .foreachBatch(BatchWriter(spark, f"{bucket_uri}/{settings.output_suffix}", guard=guard,
-                                      on_state_committed=record))
-            .option("checkpointLocation", f"{bucket_uri}/{settings.checkpoint_suffix}")
+            .foreachBatch(BatchWriter(spark, deployment.output_uri, guard=guard, on_state_committed=record))
+            .option("checkpointLocation", deployment.checkpoint_uri)
             .outputMode("append")
             .trigger(processingTime=f"{settings.trigger_ms} milliseconds")
             .queryName(f"sessionize_{settings.profile}")
@@ -76,18 +78,21 @@ def _start_query(spark, settings: Settings, info, guard, record):
 
 
 class Job:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, deployment: deploy.Deployment):
         self.settings = settings
-        self.info = load_stack_info()
+        self.deployment = deployment
         self.stop_requested: list[int] = []
         self.lease_lost: list[str] = []
         self.lease: CheckpointLease | None = None
         self.integrity: Integrity | None = None
-        self.checkpoint_uri = f"s3a://{self.info.bucket}/{settings.checkpoint_suffix}"
+        self.checkpoint_uri = deployment.checkpoint_uri
+        # Keys in the bucket of the lease and the integrity manifests (the output is in the same bucket).
+        self.checkpoint_key = deploy.bucket_and_key(deployment.checkpoint_uri)[1]
+        self.output_key = deploy.bucket_and_key(deployment.output_uri)[1]
 
     def _store(self) -> ObjectStore:
-        return ObjectStore.connect(self.info.s3_endpoint, os.environ["CHAOS_S3_ACCESS_KEY"],
-                                   os.environ["CHAOS_S3_SECRET_KEY"], self.info.bucket)
+        s3 = self.deployment.s3
+        return ObjectStore.from_providers(s3.host, self.deployment.bucket, secure=s3.tls, region=s3.region)
 
     def run(self) -> int:
         settings = self.settings
@@ -96,10 +101,10 @@ class Job:
         if settings.lease or settings.verify_state:
             store = self._store()
             if settings.lease:
-                self.lease = CheckpointLease(store, f"{settings.checkpoint_suffix}/_lease", settings.deployment,
+                self.lease = CheckpointLease(store, f"{self.checkpoint_key}/_lease", settings.deployment,
                                              self.checkpoint_uri, ttl_s=settings.lease_ttl_ms / 1000, say=say)
             if settings.verify_state:
-                self.integrity = Integrity(store, settings.checkpoint_suffix, settings.output_suffix, say=say)
+                self.integrity = Integrity(store, self.checkpoint_key, self.output_key, say=say)
         try:
             return self._supervise()
         finally:
@@ -118,17 +123,16 @@ class Job:
             self.integrity.verify_and_repair()
             state["verify"] = False
         if state["spark"] is None:
-            spark = spark_session(self.info, f"sessionize-{settings.profile}-{settings.deployment}",
-                                  extra_conf={**{f"spark.hadoop.fs.s3a.{k}": v for k, v in settings.s3a_options.items()},
-                                              **settings.spark_options},
-                                  proxied_driver=settings.proxied_driver, profile=settings.profile)
+            spark = deploy.session(deploy.session_conf(
+                f"sessionize-{settings.profile}-{settings.deployment}", self.deployment.s3,
+                self.deployment.spark_conf, s3a_options=settings.s3a_options, spark_options=settings.spark_options))
             spark.sparkContext.setLogLevel("WARN")
             _configure(spark, settings)
             spark.streams.addListener(ProgressFileListener(settings.progress_file,
                                                            on_progress=self._on_progress(state["policy"])))
             state["spark"] = spark
         record = self.integrity.record if self.integrity is not None else None
-        return _start_query(state["spark"], settings, self.info, guard, record)
+        return _start_query(state["spark"], settings, self.deployment, guard, record)
 
     def _failed(self, policy: RestartPolicy, state: dict, kind: str, cause: str) -> int | None:
         """A failed attempt: an exit code, or None after backing off for a restart (which verifies the checkpoint
@@ -241,8 +245,23 @@ class Job:
         return bool(self.stop_requested)
 
 
+def parse(argv: list[str] | None = None, environ=None) -> tuple[Settings, deploy.Deployment]:
+    """The job's settings and its deployment, from options and the environment; exits 2 on bad ones."""
+    job_parser = parser()
+    add_arguments(job_parser)
+    deploy.add_arguments(job_parser)
+    args = job_parser.parse_args(argv)
+    settings = settings_from(args, job_parser)
+    try:
+        deployment = deploy.deployment_from(args, settings.checkpoint_suffix, settings.output_suffix,
+                                            os.environ if environ is None else environ)
+    except deploy.OptionError as error:
+        job_parser.error(str(error))
+    return settings, deployment
+
+
 def main(argv: list[str] | None = None) -> int:
-    return Job(from_args(argv)).run()
+    return Job(*parse(argv)).run()
 
 
 if __name__ == "__main__":

@@ -45,6 +45,26 @@ class ObjectStore:
     @classmethod
     def connect(cls, endpoint: str, access_key: str, secret_key: str, bucket: str,
                 timeout_s: float = 10.0) -> "ObjectStore":
+        """With explicit keys (tests); the job uses from_providers."""
+        from minio.credentials.providers import StaticProvider
+
+        return cls._client(endpoint.removeprefix("http://"), bucket, StaticProvider(access_key, secret_key),
+                           secure=False, region=None, timeout_s=timeout_s)
+
+    @classmethod
+    def from_providers(cls, host: str, bucket: str, secure: bool = True, region: str | None = None,
+                       timeout_s: float = 10.0) -> "ObjectStore":
+        """Credentials from the standard places, as S3A's default providers in job/spark.py take them: the
+        environment (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN), then the shared credentials
+        file (AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE)."""
+        from minio.credentials.providers import AWSConfigProvider, ChainedProvider, EnvAWSProvider
+
+        return cls._client(host, bucket, ChainedProvider([EnvAWSProvider(), AWSConfigProvider()]), secure=secure,
+                           region=region, timeout_s=timeout_s)
+
+    @classmethod
+    def _client(cls, host: str, bucket: str, credentials, secure: bool, region: str | None,
+                timeout_s: float) -> "ObjectStore":
         import urllib3
         from minio import Minio
 
@@ -52,8 +72,7 @@ class ObjectStore:
         http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s),
                                    retries=urllib3.Retry(total=2, backoff_factor=0.2,
                                                          status_forcelist=(500, 502, 503, 504)))
-        client = Minio(endpoint.removeprefix("http://"), access_key=access_key, secret_key=secret_key,
-                       secure=False, http_client=http)
+        client = Minio(host, credentials=credentials, secure=secure, region=region, http_client=http)
         return cls(client, bucket)
 
     # -- reads ----------------------------------------------------------------------------------------------

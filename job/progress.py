@@ -9,13 +9,16 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 
 class ProgressFileListener(StreamingQueryListener):
-    """`on_progress` (optional) gets each progress as a dict after it is written (the job's integrity recorder)."""
+    """`on_progress` (optional) gets each progress as a dict after it is written (the job's integrity recorder).
+    An empty `path` writes nothing."""
 
     def __init__(self, path: str, on_progress: Callable[[dict], None] | None = None):
         self.path = path
         self.on_progress = on_progress
 
     def _append(self, record: dict) -> None:
+        if not self.path:  # no progress file: the supervisor still hears of progress
+            return
         with open(self.path, "a") as handle:
             handle.write(json.dumps(record) + "\n")
 

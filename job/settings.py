@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import dataclass, field, fields, replace
 
 PROFILES = ("hardened", "naive", "baseline")
@@ -26,7 +27,7 @@ class Settings:
     profile: str
     topic: str
     deployment: str                  # names the checkpoint and output paths of this deployment
-    progress_file: str               # JSON lines of StreamingQueryProgress, for the harness
+    progress_file: str               # JSON lines of StreamingQueryProgress, for the harness ("": none)
     gap_ms: int = 10_000             # a session closes after this much silence
     max_session_ms: int | None = None
     watermark_ms: int | None = None  # event-time lateness allowed before a session may close
@@ -41,8 +42,9 @@ class Settings:
     # must be pointed at another's checkpoint on purpose to collide with it).
     checkpoint_path: str | None = None
     output_path: str | None = None
-    # Executors reach the driver through the stack's `spark-driver` proxy; a second driver at the same time
-    # (a colliding deployment) cannot bind the same ports and talks to executors directly.
+    # Read by the harness, which sets the driver's Spark ports (infra/driver.py), not by the job: executors reach
+    # the driver through the stack's `spark-driver` proxy; a second driver at the same time (a colliding
+    # deployment) cannot bind the same ports and talks to executors directly.
     proxied_driver: bool = True
     # Hardening switches (docs/job.md): each can be turned off to show what happens without it.
     lease: bool = False              # checkpoint ownership (job/lease.py)
@@ -143,12 +145,15 @@ def baseline(topic: str, deployment: str, progress_file: str, **overrides) -> Se
 FACTORIES = {"hardened": hardened, "naive": naive, "baseline": baseline}
 
 
-def from_args(argv: list[str] | None = None) -> Settings:
-    parser = argparse.ArgumentParser(prog="python -m job", description="Sessionization job (system under test)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The job's own settings (what it does, not where it runs: job/spark.py has those)."""
     parser.add_argument("--profile", choices=PROFILES, required=True)
-    parser.add_argument("--topic", required=True)
+    topic = os.environ.get("JOB_KAFKA_TOPIC") or None
+    parser.add_argument("--topic", required=topic is None, default=topic,
+                        help="the Kafka topic of the events (JOB_KAFKA_TOPIC)")
     parser.add_argument("--deployment", required=True, help="names this deployment's checkpoint and output")
-    parser.add_argument("--progress-file", required=True)
+    parser.add_argument("--progress-file", default="",
+                        help="append every StreamingQueryProgress to this local file as JSON lines (default: none)")
     parser.add_argument("--gap", type=parse_duration_ms)
     parser.add_argument("--max-session", type=parse_duration_ms)
     parser.add_argument("--watermark", type=parse_duration_ms)
@@ -160,7 +165,9 @@ def from_args(argv: list[str] | None = None) -> Settings:
     parser.add_argument("--output-path", help="bucket key prefix of the output (default <deployment>/output)")
     parser.add_argument("--settings-json", type=json.loads, default={},
                         help="JSON object of Settings fields applied last (how the harness passes an arm's settings)")
-    args = parser.parse_args(argv)
+
+
+def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settings:
     overrides = {name: value for name, value in {
         "gap_ms": args.gap, "max_session_ms": args.max_session, "watermark_ms": args.watermark,
         "trigger_ms": args.trigger, "max_offsets_per_trigger": args.max_offsets_per_trigger,
@@ -172,3 +179,14 @@ def from_args(argv: list[str] | None = None) -> Settings:
         parser.error(f"--settings-json: unknown setting {unknown[0]!r}; allowed: {', '.join(sorted(known))}")
     overrides.update(args.settings_json)
     return FACTORIES[args.profile](args.topic, args.deployment, args.progress_file, **overrides)
+
+
+def parser(prog: str = "python -m job") -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog, description="Sessionization job (system under test)")
+
+
+def from_args(argv: list[str] | None = None) -> Settings:
+    """Settings from the job's own options only (no deployment options): what the harness reads back."""
+    settings_parser = parser()
+    add_arguments(settings_parser)
+    return settings_from(settings_parser.parse_args(argv), settings_parser)

@@ -63,7 +63,7 @@ def test_startup_variants_differ_only_in_archives_and_jit_and_archives_is_what_t
     real = SimpleNamespace(class_archives=archives.to_dict(), spark_master="spark://x", spark_jars=[], s3_endpoint="e",
                            driver=SimpleNamespace(bind_host="127.0.0.1", advertised_host="127.0.0.2", rpc_port=1,
                                                   block_manager_port=2))
-    conf = spark_conf(real, "app", environ={"CHAOS_S3_ACCESS_KEY": "a", "CHAOS_S3_SECRET_KEY": "s"})
+    conf = spark_conf(real, "app")
     assert {k: conf[k] for k in (driver, executor)} == variants["archives"]
 
 
