@@ -386,15 +386,10 @@ def mutate(names: list[str], suite: str | None, scale: float | None, switches: l
     return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
 
 
-def reproduce(incident: str, scale: float | None, backend: str, out: Path | None, argv: list[str],
-              seed: int | None = None, arms: list[str] | None = None) -> int:
-    """Run the control (naive) arm of every experiment that reproduces `incident` (its number, e.g. 001, or a
-    part of its file name) and show what was observed next to what the incident showed. `arms` ["hardened"]
-    verifies the fix instead: the hardened arms of the same experiments, on the same seed."""
-    from .run import run_experiments
+def reproducing(incident: str, scale: float | None, arms: list[str], seed: int | None = None) -> list:
+    """The experiments that reproduce `incident` and have one of `arms`, on `seed` if given (usage error if none)."""
     from .spec import check_incident, load_experiment
 
-    arms = arms or ["naive"]
     specs = [load_experiment(path, scale or 1.0) for path in sorted(EXPERIMENTS_DIR.glob("*.yaml"))]
     incidents = sorted({spec.incident.file for spec in specs})
     matching = [spec for spec in specs if incident in spec.incident.file
@@ -404,8 +399,18 @@ def reproduce(incident: str, scale: float | None, backend: str, out: Path | None
                                 f"{', '.join(incidents)}", errors.USAGE)
     for spec in matching:
         check_incident(spec)
-    if seed is not None:
-        matching = [dataclasses.replace(spec, seed=seed) for spec in matching]
+    return matching if seed is None else [dataclasses.replace(spec, seed=seed) for spec in matching]
+
+
+def reproduce(incident: str, scale: float | None, backend: str, out: Path | None, argv: list[str],
+              seed: int | None = None, arms: list[str] | None = None) -> int:
+    """Run the control (naive) arm of every experiment that reproduces `incident` (its number, e.g. 001, or a
+    part of its file name) and show what was observed next to what the incident showed. `arms` ["hardened"]
+    verifies the fix instead: the hardened arms of the same experiments, on the same seed."""
+    from .run import run_experiments
+
+    arms = arms or ["naive"]
+    matching = reproducing(incident, scale, arms, seed)
     which = " and ".join({"naive": "control", "hardened": "hardened"}[a] for a in arms)
     _progress(f"incident {incident}: the {which} arms of {', '.join(s.name for s in matching)}")
     run_dir = new_run_dir(f"reproduce-{incident.split('-')[0]}", out)

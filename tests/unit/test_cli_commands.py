@@ -238,3 +238,15 @@ def test_check_rewrites_the_report_with_the_results(tmp_path):
     assert done.returncode in (0, 1), done.stderr
     assert (run / "junit.xml").read_text().startswith("<?xml")
     assert "stale" != (run / "index.html").read_text() and "<html" in (run / "index.html").read_text().lower()
+
+
+# -- reproduce -----------------------------------------------------------------------------------------------------
+def test_reproduce_verifies_the_fix_on_a_given_seed():
+    controls = cli.reproducing("001", None, ["naive"])
+    fixes = cli.reproducing("001", None, ["hardened"], seed=7)
+    assert controls and all(any(a.profile == "naive" for a in s.arms) for s in controls)
+    assert {s.name for s in controls} <= {s.name for s in fixes}  # a hardened-only experiment verifies the fix too
+    assert all(s.seed == 7 and "001-" in s.incident.file for s in fixes)
+    parsed = cli._parser().parse_args(["reproduce", "001", "--arms", "hardened", "--seed", "7"])
+    assert parsed.arms == ["hardened"] and parsed.seed == 7
+    assert cli._parser().parse_args(["reproduce", "001"]).arms == ["naive"]
