@@ -24,6 +24,8 @@ from . import errors
 
 BACKENDS = ("local", "containers")
 MAX_SEED = 2**31 - 1  # a seed's bound (chaos/spec.py LIMITS); `--seed random` draws below it
+MAX_BENCH_SECONDS = 24 * 3600.0  # bench job --seconds: a variant's run, like any spec duration
+MAX_ROUNDS = 100  # bench startup --rounds: each round starts a job per variant
 
 
 def _progress(message: str) -> None:
@@ -201,6 +203,12 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+def _short(text: object) -> str:
+    """A path from the command line in a one-line message, cut at 60 characters."""
+    text = str(text)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _shown(name: str) -> str:
     """A name from the command line in a one-line message: quoted, cut at 60 characters."""
     return repr(name) if len(name) <= 60 else repr(name[:57] + "...")
@@ -283,8 +291,8 @@ def rerun_plan(run_dir: Path, target: str | None) -> dict:
     EXPERIMENT or EXPERIMENT/ARM. Every problem is one usage or spec error line, before anything starts."""
     from .spec import load_stored
 
-    if not (run_dir / "run.json").is_file():
-        raise errors.ChaosError(f"{run_dir} is not a run directory (no run.json); give reports/runs/<run>",
+    if not _is_file(run_dir / "run.json"):
+        raise errors.ChaosError(f"{_short(run_dir)} is not a run directory (no run.json); give reports/runs/<run>",
                                 errors.USAGE)
     try:
         run = json.loads((run_dir / "run.json").read_text())
@@ -293,7 +301,8 @@ def rerun_plan(run_dir: Path, target: str | None) -> dict:
     except (ValueError, OSError) as exc:
         raise errors.ChaosError(f"{run_dir / 'run.json'}: not a run's run.json ({str(exc).splitlines()[0]}); give "
                                 "reports/runs/<run>", errors.USAGE) from None
-    directories = [d for d in run.get("experiments") or [] if isinstance(d, str)] or sorted(
+    directories = [d for d in run.get("experiments") or [] if isinstance(d, str) and d and "/" not in d
+                   and d not in (".", "..")] or sorted(
         d.parent.name for d in run_dir.glob("*/spec.json"))
     experiment, _, arm = (target or "").partition("/")
     if experiment:
@@ -323,7 +332,8 @@ def rerun_plan(run_dir: Path, target: str | None) -> dict:
         arms = sorted(ran) if ran else _arms_of_argv(run.get("argv") or [])
         if arms and {a.profile for spec in specs.values() for a in spec.arms} <= set(arms):
             arms = None  # every arm: the same as not narrowing
-    repeat = run.get("repeat", 1) if isinstance(run.get("repeat", 1), int) and not experiment else 1
+    # one repeat of a suite's (<name>.r2) once; an experiment by name as often as the run repeated it
+    repeat = run.get("repeat", 1) if isinstance(run.get("repeat", 1), int) and experiment not in directories else 1
     name = str(run.get("suite") or "rerun")
     return {"name": name, "directory": "rerun-" + (re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:48]
                                                    or "run"),
@@ -333,12 +343,13 @@ def rerun_plan(run_dir: Path, target: str | None) -> dict:
 
 def _arms_of_argv(argv: list) -> list[str] | None:
     """The --arms a stored command line gave (`reproduce`: the control, unless it said otherwise)."""
-    argv = [str(a) for a in argv]
+    argv = [str(a) for a in argv] if isinstance(argv, list) else []
     for index, word in enumerate(argv):
-        if word == "--arms" and index + 1 < len(argv):
-            return argv[index + 1].split(",")
-        if word.startswith("--arms="):
-            return word.split("=", 1)[1].split(",")
+        given = argv[index + 1] if word == "--arms" and index + 1 < len(argv) else (
+            word.split("=", 1)[1] if word.startswith("--arms=") else None)
+        if given is not None:
+            arms = [a for a in given.split(",") if a in ("hardened", "naive")]
+            return arms or None
     return ["naive"] if argv[:1] == ["reproduce"] else None
 
 
@@ -514,8 +525,8 @@ def _print_discrimination(results: dict) -> None:
 def check(run_dir: Path) -> int:
     from .checkers import judge_run
 
-    if not (run_dir / "run.json").is_file():
-        raise errors.ChaosError(f"{run_dir} is not a run directory (no run.json); give reports/runs/<run>",
+    if not _is_file(run_dir / "run.json"):
+        raise errors.ChaosError(f"{_short(run_dir)} is not a run directory (no run.json); give reports/runs/<run>",
                                 errors.USAGE)
     from .run import write_report
 
@@ -704,14 +715,14 @@ def _parser() -> argparse.ArgumentParser:
     bench_cmd = commands.add_parser("bench", help="benchmarks that print figures")
     bench_commands = bench_cmd.add_subparsers(dest="bench_command", required=True)
     job_bench = bench_commands.add_parser("job", help="sustained throughput of the job's profiles and state choices")
-    job_bench.add_argument("--seconds", type=_positive_float, default=60.0, help="run time per variant")
+    job_bench.add_argument("--seconds", type=_bench_seconds, default=60.0, help="run time per variant")
     job_bench.add_argument("--variants", type=lambda text: text.split(","),
                            help="comma list (default all: baseline,hardened,hardened_tws_rows,hardened_tws_pandas,naive)")
     job_bench.add_argument("--json", action="store_true")
     job_bench.add_argument("--out", type=Path)
     startup_bench = bench_commands.add_parser(
         "startup", help="the job's start-up (query start, first batch) with the suite's JVM options vs without archives")
-    startup_bench.add_argument("--rounds", type=_positive_int, default=3, help="starts per variant, alternating")
+    startup_bench.add_argument("--rounds", type=_rounds, default=3, help="starts per variant, alternating")
     startup_bench.add_argument("--variants", type=_startup_variants, default=["archives", "c1"],
                                help="comma-separated, of: archives (the suite's: C1 and class-data archives), c1 (C1, "
                                     "no archives), tiered (the JDK's JIT, no archives); default archives,c1")
@@ -764,6 +775,21 @@ def _scale(text: str) -> float:
     return value
 
 
+def _bench_seconds(text: str) -> float:
+    value = _positive_float(text)
+    if value > MAX_BENCH_SECONDS:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is too long; allowed: seconds > 0 and <= "
+                                         f"{MAX_BENCH_SECONDS:g}")
+    return value
+
+
+def _rounds(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is too many; allowed: 1 to {MAX_ROUNDS}")
+    return value
+
+
 def _arms(text: str) -> list[str]:
     arms = [a.strip() for a in text.split(",")]
     bad = [a for a in arms if a not in ("hardened", "naive")]
@@ -790,9 +816,9 @@ def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a whole number") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} must be greater than 0")
     return value
 
 
@@ -855,8 +881,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "bench" and args.bench_command == "suite":
         from .suite_timing import print_timing, suite_timing
 
-        if not (args.run_dir / "run.json").is_file():
-            raise errors.ChaosError(f"{args.run_dir} is not a run directory (no run.json); give reports/runs/<run>",
+        if not _is_file(args.run_dir / "run.json"):
+            raise errors.ChaosError(f"{_short(args.run_dir)} is not a run directory (no run.json); give reports/runs/<run>",
                                     errors.USAGE)
         timing = suite_timing(args.run_dir)
         print(json.dumps(timing)) if args.json else print_timing(timing)
@@ -866,7 +892,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "bench" and args.bench_command == "crashes":
         from .crash_tally import print_tally, tally
 
-        missing = [str(d) for d in args.run_dirs if not (d / "run.json").is_file()]
+        missing = [_short(d) for d in args.run_dirs if not _is_file(d / "run.json")]
         if missing:
             raise errors.ChaosError(f"{missing[0]} is not a run directory (no run.json); give reports/runs/<run>",
                                     errors.USAGE)

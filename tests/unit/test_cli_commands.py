@@ -250,3 +250,19 @@ def test_reproduce_verifies_the_fix_on_a_given_seed():
     parsed = cli._parser().parse_args(["reproduce", "001", "--arms", "hardened", "--seed", "7"])
     assert parsed.arms == ["hardened"] and parsed.seed == 7
     assert cli._parser().parse_args(["reproduce", "001"]).arms == ["naive"]
+
+
+def test_rerun_of_one_repeat_runs_it_once_and_arms_come_from_the_command_line_before_any_arm_ran(tmp_path):
+    run = tmp_path / "run"
+    spec = load_experiment(ROOT / "experiments" / "kafka-broker-disconnect.yaml")
+    for n in (1, 2):
+        (run / f"{spec.name}.r{n}").mkdir(parents=True)
+        (run / f"{spec.name}.r{n}" / "spec.json").write_text(json.dumps(spec.to_dict()))
+    (run / "run.json").write_text(json.dumps({"suite": "reproduce 001", "repeat": 2, "argv": ["reproduce", "001"],
+                                              "experiments": [f"{spec.name}.r1", f"{spec.name}.r2", "../../etc"]}))
+    assert cli.rerun_plan(run, f"{spec.name}.r2")["repeat"] == 1
+    whole = cli.rerun_plan(run, spec.name)
+    assert whole["repeat"] == 2 and whole["arms"] == ["naive"] and whole["directory"] == "rerun-reproduce-001"
+    (run / "run.json").write_text(json.dumps({"suite": "x", "argv": ["run", "--arms", "hardened,bogus"],
+                                              "experiments": [f"{spec.name}.r1"]}))
+    assert cli.rerun_plan(run, None)["arms"] == ["hardened"]
