@@ -107,8 +107,8 @@ def _targets() -> dict:
                           "warmup": _number("warmup", 0.0, 0.9), "threshold": _number("threshold", above=0),
                           "bytes_threshold": _number("bytes_threshold", above=0),
                           "max_rows_per_key": _number("max_rows_per_key", above=0), "max_rows": _int("max_rows", 1)}),
-        "logs": _object({"expected": {"type": "array", "items": _text()},
-                         "forbidden": {"type": "array", "items": _text()},
+        "logs": _object({"expected": {"type": "array", "items": _text(), "maxItems": spec.MAX_ITEMS},
+                         "forbidden": {"type": "array", "items": _text(), "maxItems": spec.MAX_ITEMS},
                          "min_matches": _int("min_matches", 1)}),
         "lineage": {"type": "boolean"},
         "refused_within": _duration(),
@@ -151,8 +151,9 @@ def spec_schema() -> dict:
         "workload": workload,
         "job": _object({name: {"anyOf": [_duration(), {"type": "null"}]} for name in spec._JOB}),
         "phases": _object({name: _duration() for name in PHASES}, required=PHASES),
-        "faults": {"type": "array", "minItems": 1, "items": {"oneOf": [_fault(name) for name in FAULTS]}},
-        "probes": {"type": "array", "items": _object({
+        "faults": {"type": "array", "minItems": 1, "maxItems": spec.MAX_ITEMS,
+                   "items": {"oneOf": [_fault(name) for name in FAULTS]}},
+        "probes": {"type": "array", "maxItems": spec.MAX_ITEMS, "items": _object({
             "metric": {"enum": list(spec._PROBE_METRICS)}, "min": _number("min"), "max": _number("max"),
             "phases": _phase_list(), "tolerance": _number("tolerance", 0.0, 0.99)}, required=("metric",))},
         "arms": {**_object({profile: _arm(profile in spec.CONTROL_PROFILES) for profile in spec.ARM_PROFILES}),

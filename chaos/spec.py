@@ -59,6 +59,7 @@ MAX_INT = 2**31 - 1  # an int field without its own bound (counts of events, row
 MAX_NUMBER = 1e9  # a number field without its own bound, either sign (probe bounds, lag in records)
 MAX_DURATION_S = 24 * 3600.0  # any duration after scaling: a phase, a fault's at/duration, a recovery bound
 MAX_SCALE = 100.0  # a suite's or --scale's multiplier of every phase and fault time
+MAX_ITEMS = 100  # entries of a list: faults, probes, log signatures, a suite's experiments
 LIMITS: Mapping[str, float] = MappingProxyType({
     # the workload: what one producer and a 2-core Spark can push and hold
     "rate": 100_000, "keys": 10_000_000, "partitions": 256, "rotation_live_actors": 10_000_000, "zipf_s": 10,
@@ -828,8 +829,9 @@ def _fault_rules(fault: Fault, path: Path_) -> None:
 
 def _faults(raw: object, inject: float, scale: float) -> tuple[Fault, ...]:
     path = ("faults",)
-    if not isinstance(raw, list) or not raw:
-        raise _Invalid(path, f"{_show(raw)} is not a non-empty list", "a list of faults from the catalog")
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_ITEMS:
+        raise _Invalid(path, f"{_show(raw)} is not a non-empty list of at most {MAX_ITEMS}",
+                       "a list of faults from the catalog")
     return tuple(_fault(item, path + (str(i),), inject, scale) for i, item in enumerate(raw))
 
 
@@ -1013,8 +1015,8 @@ def _logs(raw: object, path: Path_) -> Logs:
 
     def patterns(key: str) -> tuple[str, ...]:
         value = section.get(key, [])
-        if not isinstance(value, list):
-            raise _Invalid(path + (key,), f"{_show(value)} is not a list", "a list of regexes")
+        if not isinstance(value, list) or len(value) > MAX_ITEMS:
+            raise _Invalid(path + (key,), f"{_show(value)} is not a list of at most {MAX_ITEMS}", "a list of regexes")
         return tuple(_regex(p, path + (key, str(i))) for i, p in enumerate(value))
 
     logs = Logs(expected=patterns("expected"), forbidden=patterns("forbidden"),
@@ -1035,8 +1037,8 @@ def _experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
     phases = _phases(top["phases"], scale)
     faults = _faults(top["faults"], phases.inject, scale)
     raw_probes = top.get("probes", [])
-    if not isinstance(raw_probes, list):
-        raise _Invalid(("probes",), f"{_show(raw_probes)} is not a list", "a list of probes")
+    if not isinstance(raw_probes, list) or len(raw_probes) > MAX_ITEMS:
+        raise _Invalid(("probes",), f"{_show(raw_probes)} is not a list of at most {MAX_ITEMS}", "a list of probes")
     probes = tuple(_probe(p, ("probes", str(i))) for i, p in enumerate(raw_probes))
     raw_arms = _mapping(top["arms"], ("arms",), ARM_PROFILES)
     if not raw_arms:
@@ -1273,8 +1275,8 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
             raise _Invalid(("name",), f"{_show(name)} is not a valid name", _NAME_HELP)
         description = _text(top["description"], ("description",)) if "description" in top else ""
         raw_entries = top["experiments"]
-        if not isinstance(raw_entries, list) or not raw_entries:
-            raise _Invalid(("experiments",), f"{_show(raw_entries)} is not a non-empty list",
+        if not isinstance(raw_entries, list) or not raw_entries or len(raw_entries) > MAX_ITEMS:
+            raise _Invalid(("experiments",), f"{_show(raw_entries)} is not a non-empty list of at most {MAX_ITEMS}",
                            "a list of {path, overrides}")
     except _Invalid as exc:
         raise SpecError(f"{path}: {_dotted(exc.path)}: {exc.what}; allowed: {exc.allowed}") from None

@@ -122,6 +122,8 @@ CASES = [
     ("a rate that is not a number", _spec(**{"workload.rate": "fast"}), "workload.rate: 'fast' is not valid"),
     ("keys as a boolean", _spec(**{"workload.keys": True}), "workload.keys: True is not valid"),
     ("an unknown field", _spec(colour="red"), "colour: unknown field"),
+    ("ten thousand faults", _spec(faults=[{"fault": "network.down", "target": "kafka"}] * 10000),
+     "is not a non-empty list of at most 100; allowed: a list of faults"),
     ("an unknown fault", _spec(**{"faults.0.fault": "network.nope"}), "faults.0.fault: unknown fault"),
     ("not YAML", _file("name: [unclosed\n"), "not valid YAML"),
     ("YAML that is a list", _file("- a\n- b\n"), "(document): must be a mapping"),
@@ -149,6 +151,8 @@ CASES = [
     ("suite name too long", _suite(name="n" * 100), "name: 'nnnn"),
     ("suite entry missing", _suite(**{"entry.path": "/nonexistent.yaml"}), "experiments.0.path: "),
     ("suite with no experiments", _suite(experiments=[]), "experiments: [] is not a non-empty list"),
+    ("suite of a thousand entries", _suite(experiments=[{"path": str(EXPERIMENT)}] * 1000),
+     "not a non-empty list of at most 100"),
     ("suite that is a list", _file("- x\n", "suite.yaml", ("run", "--suite")), "(document): must be a mapping"),
     # -- arguments -----------------------------------------------------------------------------------------------
     ("run with nothing to run", _args("run"), "give experiments (see: chaos list) or --suite NAME"),

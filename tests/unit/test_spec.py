@@ -308,7 +308,7 @@ SUITE_CORPUS = [
      "hardened, naive"),
     ("a bad entry scale", [{"path": "exp.yaml", "scale": 0}],
      "{suite}: experiments.0.scale: 0 is not valid; allowed: a number > 0 and <= 100"),
-    ("no experiments", [], "{suite}: experiments: [] is not a non-empty list; allowed: a list of {{path, overrides}}"),
+    ("no experiments", [], "{suite}: experiments: [] is not a non-empty list of at most 100; allowed: a list of {{path, overrides}}"),
 ]
 
 
