@@ -1,4 +1,4 @@
-# The two commands of the README: `make run` (the suite on the local backend, writing a report under
+# The two commands of the README: `make run` (the nightly suite on the local backend, writing a report under
 # reports/) and `make test` (the test suite). Both bootstrap first; `make setup` bootstraps alone.
 # Every step is idempotent: a second run reuses the venv and the artifact cache and starts in seconds.
 
@@ -29,7 +29,7 @@ setup-containers: setup
 	$(BIN)/python -m infra.images build
 
 run: setup
-	$(BIN)/chaos run --backend local $(RUN_ARGS)
+	$(BIN)/chaos run --backend local $(or $(RUN_ARGS),--suite nightly)
 
 test: setup
 	$(BIN)/ruff check .

@@ -5,6 +5,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -23,6 +24,9 @@ from . import errors
 from .verdicts import EXIT as VERDICT_EXIT  # the one owner of verdicts and their exit codes
 
 BACKENDS = ("local", "containers")
+MAX_SEED = 2**31 - 1  # a seed's bound (chaos/spec.py LIMITS); `--seed random` draws below it
+MAX_BENCH_SECONDS = 24 * 3600.0  # bench job --seconds: a variant's run, like any spec duration
+MAX_ROUNDS = 100  # bench startup --rounds: each round starts a job per variant
 
 
 def _progress(message: str) -> None:
@@ -190,30 +194,67 @@ def bench_startup(rounds: int, variants: list[str], as_json: bool, out: Path | N
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 
 
+def _is_file(path: Path) -> bool:
+    """Path.is_file, but a name the file system refuses (too long: ENAMETOOLONG) is no file, not an OSError."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _short(text: object) -> str:
+    """A path from the command line in a one-line message, cut at 60 characters."""
+    text = str(text)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _shown(name: str) -> str:
+    """A name from the command line in a one-line message: quoted, cut at 60 characters."""
+    return repr(name) if len(name) <= 60 else repr(name[:57] + "...")
+
+
+def _suite_path(suite: str) -> Path:
+    path = Path(suite)
+    if not path.suffix:
+        path = EXPERIMENTS_DIR / "suites" / f"{suite}.yaml"
+    if not _is_file(path):
+        known = ", ".join(sorted(p.stem for p in (EXPERIMENTS_DIR / "suites").glob("*.yaml")))
+        raise errors.SpecError(f"no suite {_shown(suite)} ({_shown(str(path))} is not a file); known suites: {known}")
+    return path
+
+
+def _experiment_path(name: str) -> Path:
+    path = Path(name)
+    if not path.suffix:
+        path = EXPERIMENTS_DIR / f"{name}.yaml"
+    if not _is_file(path):
+        known = ", ".join(sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml")))
+        raise errors.SpecError(f"no experiment {_shown(name)} ({_shown(str(path))} is not a file); known "
+                               f"experiments: {known}")
+    return path
+
+
 def _resolve(names: list[str], suite: str | None, scale: float | None):
-    """Experiment names or YAML paths, or a suite name/path -> (run name, validated specs, repeat)."""
-    from .spec import load_experiment, load_suite
+    """Experiment names or YAML paths (or a run's spec.json), or a suite name/path -> (run name, validated specs,
+    repeat). Nothing is run by default: the nightly suite takes ~45 minutes, so it is asked for by name."""
+    from .spec import check_incident, load_experiment, load_suite
 
     if suite and names:
         raise errors.ChaosError("give experiments or --suite, not both", errors.USAGE)
+    if not names and not suite:
+        raise errors.ChaosError("give experiments (see: chaos list) or --suite NAME; nothing runs by default "
+                                "(--suite nightly: every experiment at full length, ~45 min)", errors.USAGE)
     if not names:
-        path = Path(suite or "nightly")
-        if not path.suffix:
-            path = EXPERIMENTS_DIR / "suites" / f"{path}.yaml"
-        if not path.is_file():
-            known = ", ".join(sorted(p.stem for p in (EXPERIMENTS_DIR / "suites").glob("*.yaml")))
-            raise errors.SpecError(f"no suite {suite or 'nightly'!r} ({path} is not a file); known suites: {known}")
-        loaded = load_suite(path, scale)  # a scale on the command line replaces the suite's
-        return loaded.name, [entry.spec for entry in loaded.entries], loaded.repeat
+        loaded = load_suite(_suite_path(suite), scale)  # a scale on the command line replaces the suite's
+        specs = [entry.spec for entry in loaded.entries]
+        for spec in specs:
+            check_incident(spec)
+        return loaded.name, specs, loaded.repeat
     specs = []
     for name in names:
-        path = Path(name)
-        if not path.suffix:
-            path = EXPERIMENTS_DIR / f"{name}.yaml"
-        if not path.is_file():
-            known = ", ".join(sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml")))
-            raise errors.SpecError(f"no experiment {name!r} ({path} is not a file); known experiments: {known}")
-        specs.append(load_experiment(path, scale or 1.0))
+        spec = load_experiment(_experiment_path(name), scale or 1.0)
+        check_incident(spec)
+        specs.append(spec)
     return (specs[0].name if len(specs) == 1 else "experiments"), specs, 1
 
 
@@ -234,8 +275,6 @@ def _changed_only(specs: list, ref: str, suite: str | None) -> list:
 def run(names: list[str], suite: str | None, scale: float | None, backend: str, arms: list[str] | None,
         out: Path | None, argv: list[str], seed: int | None = None, only: str | None = None,
         changed_since: str | None = None) -> int:
-    from .run import run_experiments
-
     name, specs, repeat = _resolve(names, suite, scale)
     if changed_since:  # only the experiments a change since REF can affect (chaos/changed.py)
         specs = _changed_only(specs, changed_since, suite)
@@ -247,13 +286,104 @@ def run(names: list[str], suite: str | None, scale: float | None, backend: str, 
         specs = select(specs, parse_only(only))
     if seed is not None:  # the same experiments on another workload and fault schedule
         specs = [dataclasses.replace(spec, seed=seed) for spec in specs]
+    return _execute(name, name, specs, repeat, backend, arms, out, argv)
+
+
+def _execute(name: str, directory: str, specs: list, repeat: int, backend: str, arms: list[str] | None,
+             out: Path | None, argv: list[str]) -> int:
+    """The run itself, once the specs are settled (chaos run, chaos rerun): a run directory, the stack, the
+    verdicts; exit code of the worst."""
+    from .run import run_experiments
+
     clean_dead_runs()
-    run_dir = new_run_dir(name, out)
+    run_dir = new_run_dir(directory, out)
     _progress(f"run directory: {run_dir}")
     results = run_experiments(specs, run_dir, name, backend=backend, arms=arms, argv=argv, say=_progress,
                               repeat=repeat)
     _print_results(results, run_dir)
     return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
+
+
+_REPEAT_SUFFIX = re.compile(r"\.r\d+$")  # <name>.r1, <name>.r2: the repeats of a suite (chaos/run.py)
+
+
+def rerun_plan(run_dir: Path, target: str | None) -> dict:
+    """What a stored run ran, to run it again: every experiment's spec.json (its scale and seed already in it), the
+    suite's repeat, the arms it ran (the arm directories it wrote) and its backend. `target` narrows it to one
+    EXPERIMENT or EXPERIMENT/ARM. Every problem is one usage or spec error line, before anything starts."""
+    from .spec import load_stored
+
+    if not _is_file(run_dir / "run.json"):
+        raise errors.ChaosError(f"{_short(run_dir)} is not a run directory (no run.json); give reports/runs/<run>",
+                                errors.USAGE)
+    try:
+        run = json.loads((run_dir / "run.json").read_text())
+        if not isinstance(run, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, OSError) as exc:
+        raise errors.ChaosError(f"{run_dir / 'run.json'}: not a run's run.json ({str(exc).splitlines()[0]}); give "
+                                "reports/runs/<run>", errors.USAGE) from None
+    directories = [d for d in run.get("experiments") or [] if isinstance(d, str) and d and "/" not in d
+                   and d not in (".", "..")] or sorted(
+        d.parent.name for d in run_dir.glob("*/spec.json"))
+    experiment, _, arm = (target or "").partition("/")
+    if experiment:
+        known = sorted({_REPEAT_SUFFIX.sub("", d) for d in directories})
+        directories = [d for d in directories if experiment in (d, _REPEAT_SUFFIX.sub("", d))]
+        if not directories:
+            raise errors.ChaosError(f"{run_dir} ran no experiment {_shown(experiment)}; it ran: "
+                                    f"{', '.join(known) or 'none'}", errors.USAGE)
+    specs, dirs = {}, {}
+    for directory in directories:
+        base = _REPEAT_SUFFIX.sub("", directory)
+        dirs.setdefault(base, []).append(run_dir / directory)
+        if base not in specs and (run_dir / directory / "spec.json").is_file():
+            specs[base] = load_stored(run_dir / directory / "spec.json")
+    missing = [base for base in dirs if base not in specs]
+    if not specs or (experiment and missing):
+        raise errors.ChaosError(f"{run_dir}: {', '.join(missing) or 'no experiment'} never started (no spec.json): "
+                                "nothing to rerun", errors.USAGE)
+    if arm:
+        have = sorted({a.profile for spec in specs.values() for a in spec.arms})
+        if arm not in have:
+            raise errors.ChaosError(f"{experiment} has no arm {_shown(arm)}; it has: {', '.join(have)}", errors.USAGE)
+        arms = [arm]
+    else:  # the arms it ran: their directories, else (none started) what its command line asked for
+        ran = {a.profile for base, spec in specs.items() for a in spec.arms
+               for d in dirs[base] if (d / a.profile).is_dir()}
+        arms = sorted(ran) if ran else _arms_of_argv(run.get("argv") or [])
+        if arms and {a.profile for spec in specs.values() for a in spec.arms} <= set(arms):
+            arms = None  # every arm: the same as not narrowing
+    # one repeat of a suite's (<name>.r2) once; an experiment by name as often as the run repeated it
+    repeat = run.get("repeat", 1) if isinstance(run.get("repeat", 1), int) and experiment not in directories else 1
+    name = str(run.get("suite") or "rerun")
+    return {"name": name, "directory": "rerun-" + (re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:48]
+                                                   or "run"),
+            "specs": list(specs.values()), "missing": missing, "repeat": max(1, repeat), "arms": arms,
+            "backend": run.get("backend") if run.get("backend") in BACKENDS else "local"}
+
+
+def _arms_of_argv(argv: list) -> list[str] | None:
+    """The --arms a stored command line gave (`reproduce`: the control, unless it said otherwise)."""
+    argv = [str(a) for a in argv] if isinstance(argv, list) else []
+    for index, word in enumerate(argv):
+        given = argv[index + 1] if word == "--arms" and index + 1 < len(argv) else (
+            word.split("=", 1)[1] if word.startswith("--arms=") else None)
+        if given is not None:
+            arms = [a for a in given.split(",") if a in ("hardened", "naive")]
+            return arms or None
+    return ["naive"] if argv[:1] == ["reproduce"] else None
+
+
+def rerun(run_dir: Path, target: str | None, backend: str | None, out: Path | None, argv: list[str]) -> int:
+    """Run again exactly what a stored run ran (chaos rerun RUN_DIR [EXPERIMENT[/ARM]])."""
+    plan = rerun_plan(run_dir, target)
+    if plan["missing"]:
+        _progress(f"not rerun (never started in {run_dir}): {', '.join(plan['missing'])}")
+    _progress(f"rerunning {', '.join(s.name for s in plan['specs'])} of {run_dir} (seeds "
+              f"{', '.join(str(s.seed) for s in plan['specs'])}, arms {','.join(plan['arms'] or ['all'])})")
+    return _execute(plan["name"], plan["directory"], plan["specs"], plan["repeat"], backend or plan["backend"],
+                    plan["arms"], out, argv)
 
 
 
@@ -289,29 +419,51 @@ def mutate(names: list[str], suite: str | None, scale: float | None, switches: l
     return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
 
 
-def reproduce(incident: str, scale: float | None, backend: str, out: Path | None, argv: list[str]) -> int:
-    """Run the control (naive) arm of every experiment that reproduces `incident` (its number, e.g. 001, or a
-    part of its file name) and show what was observed next to what the incident showed."""
-    from .run import run_experiments
-    from .spec import load_experiment
+def reproducing(incident: str, scale: float | None, arms: list[str], seed: int | None = None) -> list:
+    """The experiments that reproduce `incident` and have one of `arms`, on `seed` if given (usage error if none)."""
+    from .spec import check_incident, load_experiment
 
     specs = [load_experiment(path, scale or 1.0) for path in sorted(EXPERIMENTS_DIR.glob("*.yaml"))]
     incidents = sorted({spec.incident.file for spec in specs})
     matching = [spec for spec in specs if incident in spec.incident.file
-                and any(arm.profile == "naive" for arm in spec.arms)]
+                and any(arm.profile in arms for arm in spec.arms)]
     if not matching:
-        raise errors.ChaosError(f"no experiment reproduces incident {incident!r}; known incidents: "
+        raise errors.ChaosError(f"no experiment reproduces incident {_shown(incident)}; known incidents: "
                                 f"{', '.join(incidents)}", errors.USAGE)
-    _progress(f"incident {incident}: the control arms of {', '.join(s.name for s in matching)}")
+    for spec in matching:
+        check_incident(spec)
+    return matching if seed is None else [dataclasses.replace(spec, seed=seed) for spec in matching]
+
+
+def reproduce(incident: str, scale: float | None, backend: str, out: Path | None, argv: list[str],
+              seed: int | None = None, arms: list[str] | None = None) -> int:
+    """Run the control (naive) arm of every experiment that reproduces `incident` (its number, e.g. 001, or a
+    part of its file name) and show what was observed next to what the incident showed. `arms` ["hardened"]
+    verifies the fix instead: the hardened arms of the same experiments, on the same seed."""
+    from .run import run_experiments
+
+    arms = arms or ["naive"]
+    matching = reproducing(incident, scale, arms, seed)
+    which = " and ".join({"naive": "control", "hardened": "hardened"}[a] for a in arms)
+    _progress(f"incident {incident}: the {which} arms of {', '.join(s.name for s in matching)}")
     run_dir = new_run_dir(f"reproduce-{incident.split('-')[0]}", out)
     _progress(f"run directory: {run_dir}")
-    results = run_experiments(matching, run_dir, f"reproduce {incident}", backend=backend, arms=["naive"], argv=argv,
+    results = run_experiments(matching, run_dir, f"reproduce {incident}", backend=backend, arms=arms, argv=argv,
                               say=_progress)
     print()
     for spec, experiment in zip(matching, results.get("experiments", [])):
-        arm = next((a for a in experiment.get("arms", []) if a.get("profile") == "naive"), {})
         print(f"{experiment['name']} ({spec.incident.file})")
         print(f"  the incident showed: {spec.incident.error}")
+        fixed = next((a for a in experiment.get("arms", []) if a.get("profile") == "hardened"), None)
+        if "hardened" in arms:
+            failed = [c for c in (fixed or {}).get("checks", []) if c.get("verdict") != "PASSED"]
+            why = "; ".join(f"{c['name']}: {c.get('message') or c.get('measured')}" for c in failed)
+            verdict = (fixed or {}).get("verdict", "UNKNOWN")
+            print(f"  the fix ({verdict}):{' ' * max(1, 7 - len(verdict))}"
+                  + ("every target held" if verdict == "PASSED" else why or "no hardened arm ran"))
+        if "naive" not in arms:
+            continue
+        arm = next((a for a in experiment.get("arms", []) if a.get("profile") == "naive"), {})
         if arm.get("signature"):
             print(f"  reproduced:          {arm['signature']}")
         elif arm.get("verdict") == "PASSED":
@@ -395,25 +547,108 @@ def _print_discrimination(results: dict) -> None:
 def check(run_dir: Path) -> int:
     from .checkers import judge_run
 
-    if not (run_dir / "run.json").is_file():
-        raise errors.ChaosError(f"{run_dir} is not a run directory (no run.json); give reports/runs/<run>",
+    if not _is_file(run_dir / "run.json"):
+        raise errors.ChaosError(f"{_short(run_dir)} is not a run directory (no run.json); give reports/runs/<run>",
                                 errors.USAGE)
+    from .run import write_report
+
     results = judge_run(run_dir)
     (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_report(run_dir, _progress)  # junit.xml and index.html from the new verdicts, never left stale
     _print_results(results, run_dir)
     return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
 
 
-def list_experiments() -> int:
-    from .spec import load_experiment
+def catalogue() -> list[dict]:
+    """Every experiment and suite under experiments/, each with what it runs, or its one-line error: a broken file
+    is listed with its error, not a reason for the others to go unlisted."""
+    from .spec import check_incident, load_experiment, load_suite
 
+    rows: list[dict] = []
     for path in sorted(EXPERIMENTS_DIR.glob("*.yaml")):
-        spec = load_experiment(path)
-        arms = ", ".join(a.profile for a in spec.arms)
-        print(f"{spec.name:<28} {spec.phases.total:>5.0f} s  arms: {arms:<16} incident {spec.incident.file}")
+        row: dict = {"kind": "experiment", "name": path.stem, "path": str(path), "error": None}
+        try:
+            spec = load_experiment(path)
+            check_incident(spec)
+            row.update(name=spec.name, seconds=spec.phases.total, arms=[a.profile for a in spec.arms],
+                       incident=spec.incident.file, seed=spec.seed)
+        except errors.ChaosError as error:
+            row["error"] = str(error)
+        rows.append(row)
     for path in sorted((EXPERIMENTS_DIR / "suites").glob("*.yaml")):
-        print(f"suite {path.stem}")
+        row = {"kind": "suite", "name": path.stem, "path": str(path), "error": None}
+        try:
+            suite = load_suite(path)
+            for entry in suite.entries:
+                check_incident(entry.spec)
+            row.update(name=suite.name, scale=suite.scale, repeat=suite.repeat,
+                       experiments=[entry.spec.name for entry in suite.entries],
+                       seconds=suite.repeat * sum(entry.spec.phases_of(arm.profile).total
+                                                  for entry in suite.entries for arm in entry.spec.arms))
+        except errors.ChaosError as error:
+            row["error"] = str(error)
+        rows.append(row)
+    return rows
+
+
+def list_experiments(as_json: bool = False) -> int:
+    rows = catalogue()
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return errors.PASSED
+    for row in rows:
+        if row["error"]:
+            print(f"{'suite ' if row['kind'] == 'suite' else ''}{row['name']:<28} BROKEN: {row['error']}")
+        elif row["kind"] == "experiment":
+            print(f"{row['name']:<28} {row['seconds']:>5.0f} s  arms: {', '.join(row['arms']):<16} "
+                  f"incident {row['incident']}")
+        else:
+            repeats = f", {row['repeat']} times" if row["repeat"] > 1 else ""
+            print(f"suite {row['name']:<22} phases up to {row['seconds'] / 60:.0f} min, {len(row['experiments'])} "
+                  f"experiments{repeats}")
     return errors.PASSED
+
+
+def validate(files: list[str]) -> int:
+    """Each file (or experiment/suite name; none: every one under experiments/) loaded as chaos run would load it,
+    nothing started: `ok` lines on stdout, one `chaos:` line per bad file on stderr; exit 2 if any is bad."""
+    from .spec import check_incident, load_experiment, load_suite
+
+    targets = files or [str(p) for p in sorted(EXPERIMENTS_DIR.glob("*.yaml"))] + [
+        str(p) for p in sorted((EXPERIMENTS_DIR / "suites").glob("*.yaml"))]
+    bad = 0
+    for target in targets:
+        path = Path(target)
+        try:
+            if not path.suffix and not _is_file(path):  # a name
+                named = EXPERIMENTS_DIR / f"{target}.yaml"
+                path = named if _is_file(named) else _suite_path(target)
+            if _is_suite(path):
+                suite = load_suite(path)
+                for entry in suite.entries:
+                    check_incident(entry.spec)
+                print(f"ok  {path}: suite {suite.name}, {len(suite.entries)} experiments")
+            else:
+                spec = load_experiment(path)
+                check_incident(spec)
+                print(f"ok  {path}: experiment {spec.name}, {', '.join(a.profile for a in spec.arms)}")
+        except errors.ChaosError as error:
+            print(f"chaos: {error}", file=sys.stderr)
+            bad += 1
+    return errors.USAGE if bad else errors.PASSED
+
+
+def _is_suite(path: Path) -> bool:
+    """A suite file (a mapping with `experiments`), as opposed to an experiment or a run's spec.json."""
+    if path.suffix == ".json" or not _is_file(path):
+        return False
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError, RecursionError):
+        return False  # the experiment loader says what is wrong with it
+    return isinstance(doc, dict) and "experiments" in doc and "phases" not in doc
 
 
 # -- entry point ------------------------------------------------------------------------------------------
@@ -427,6 +662,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="chaos", description="Chaos and fault-injection suite for streaming state.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     doctor_cmd = commands.add_parser("doctor", help="what is installed, what is missing (exit 0 when ready)")
@@ -441,10 +677,11 @@ def _parser() -> argparse.ArgumentParser:
     smoke_cmd.add_argument("--json", action="store_true", help="print one JSON object with the measurements")
     smoke_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
-    run_cmd = commands.add_parser("run", help="run experiments (default: the nightly suite) and judge them")
-    run_cmd.add_argument("experiments", nargs="*", help="experiment names (see chaos list) or YAML paths")
+    run_cmd = commands.add_parser("run", help="run experiments or a suite (--suite nightly: ~45 min) and judge them")
+    run_cmd.add_argument("experiments", nargs="*", help="experiment names (see chaos list), YAML paths, or a stored "
+                         "run's <experiment>/spec.json")
     run_cmd.add_argument("--suite", help="a suite name (experiments/suites/NAME.yaml) or path")
-    run_cmd.add_argument("--scale", type=_positive_float, help="multiply every phase and fault time by this")
+    run_cmd.add_argument("--scale", type=_scale, help="multiply every phase and fault time by this")
     run_cmd.add_argument("--backend", choices=BACKENDS, default="local")
     run_cmd.add_argument("--arms", type=lambda text: text.split(","), help="only these arms (hardened,naive)")
     run_cmd.add_argument("--seed", type=_seed, help="replace every experiment's seed (workload, fault jitter and "
@@ -459,7 +696,22 @@ def _parser() -> argparse.ArgumentParser:
     check_cmd = commands.add_parser("check", help="re-judge a stored run offline from its files")
     check_cmd.add_argument("run_dir", type=Path)
 
-    commands.add_parser("list", help="the experiments and suites")
+    list_cmd = commands.add_parser("list", help="the experiments and suites (a broken file: listed with its error)")
+    list_cmd.add_argument("--json", action="store_true", help="one JSON array: name, path, arms, seconds, error, ...")
+
+    validate_cmd = commands.add_parser("validate", help="check experiment and suite files without starting anything "
+                                       "(exit 0: all valid; 2: one line per bad file)")
+    validate_cmd.add_argument("files", nargs="*", help="YAML files, experiment or suite names, or a run's spec.json "
+                              "(default: every file under experiments/)")
+
+    commands.add_parser("schema", help="print the JSON Schema of an experiment spec (docs/spec.schema.json)")
+
+    rerun_cmd = commands.add_parser("rerun", help="run again exactly what a stored run ran: its specs (scale, seed) "
+                                    "and arms")
+    rerun_cmd.add_argument("run_dir", type=Path, help="a run directory (reports/runs/<run>)")
+    rerun_cmd.add_argument("target", nargs="?", help="only this EXPERIMENT or EXPERIMENT/ARM of it")
+    rerun_cmd.add_argument("--backend", choices=BACKENDS, help="default: the stored run's")
+    rerun_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
     commands.add_parser("clean", help="stop what runs killed with SIGKILL left running, and close their results")
 
     mutate_cmd = commands.add_parser(
@@ -469,14 +721,17 @@ def _parser() -> argparse.ArgumentParser:
     mutate_cmd.add_argument("--suite", help="smoke (default), nightly, pre-release or a suite file")
     mutate_cmd.add_argument("--switch", dest="switches", action="append",
                             help="only this switch (repeatable; default: every claimed one)")
-    mutate_cmd.add_argument("--scale", type=_positive_float, help="replace the suite's scale")
+    mutate_cmd.add_argument("--scale", type=_scale, help="replace the suite's scale")
     mutate_cmd.add_argument("--seed", type=_seed, help="replace every experiment's seed, or `random`")
     mutate_cmd.add_argument("--backend", choices=BACKENDS, default="local")
     mutate_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
     reproduce_cmd = commands.add_parser("reproduce", help="run the control arm of the experiments that reproduce an "
                                         "incident; show the observed error next to the incident's")
     reproduce_cmd.add_argument("incident", help="incident number (e.g. 001) or part of its file name")
-    reproduce_cmd.add_argument("--scale", type=_positive_float, help="multiply every phase and fault time by this")
+    reproduce_cmd.add_argument("--scale", type=_scale, help="multiply every phase and fault time by this")
+    reproduce_cmd.add_argument("--seed", type=_seed, help="replace the experiments' seeds, or `random`")
+    reproduce_cmd.add_argument("--arms", type=_arms, default=["naive"],
+                               help="naive (default: reproduce the incident), hardened (verify the fix), or both")
     reproduce_cmd.add_argument("--backend", choices=BACKENDS, default="local")
     reproduce_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
@@ -486,14 +741,14 @@ def _parser() -> argparse.ArgumentParser:
     bench_cmd = commands.add_parser("bench", help="benchmarks that print figures")
     bench_commands = bench_cmd.add_subparsers(dest="bench_command", required=True)
     job_bench = bench_commands.add_parser("job", help="sustained throughput of the job's profiles and state choices")
-    job_bench.add_argument("--seconds", type=_positive_float, default=60.0, help="run time per variant")
+    job_bench.add_argument("--seconds", type=_bench_seconds, default=60.0, help="run time per variant")
     job_bench.add_argument("--variants", type=lambda text: text.split(","),
                            help="comma list (default all: baseline,hardened,hardened_tws_rows,hardened_tws_pandas,naive)")
     job_bench.add_argument("--json", action="store_true")
     job_bench.add_argument("--out", type=Path)
     startup_bench = bench_commands.add_parser(
         "startup", help="the job's start-up (query start, first batch) with the suite's JVM options vs without archives")
-    startup_bench.add_argument("--rounds", type=_positive_int, default=3, help="starts per variant, alternating")
+    startup_bench.add_argument("--rounds", type=_rounds, default=3, help="starts per variant, alternating")
     startup_bench.add_argument("--variants", type=_startup_variants, default=["archives", "c1"],
                                help="comma-separated, of: archives (the suite's: C1 and class-data archives), c1 (C1, "
                                     "no archives), tiered (the JDK's JIT, no archives); default archives,c1")
@@ -510,14 +765,64 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def version() -> str:
+    """The installed package's version (pyproject.toml's when run from a checkout that is not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("streaming-state-chaos")
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        try:
+            return tomllib.loads((EXPERIMENTS_DIR.parent / "pyproject.toml").read_text())["project"]["version"]
+        except (OSError, KeyError, ValueError):
+            return "unknown"
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a finite number")
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} must be greater than 0")
     return value
+
+
+def _scale(text: str) -> float:
+    from .spec import MAX_SCALE
+
+    value = _positive_float(text)
+    if value > MAX_SCALE:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is too large; allowed: a number > 0 and <= {MAX_SCALE:g}")
+    return value
+
+
+def _bench_seconds(text: str) -> float:
+    value = _positive_float(text)
+    if value > MAX_BENCH_SECONDS:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is too long; allowed: seconds > 0 and <= "
+                                         f"{MAX_BENCH_SECONDS:g}")
+    return value
+
+
+def _rounds(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is too many; allowed: 1 to {MAX_ROUNDS}")
+    return value
+
+
+def _arms(text: str) -> list[str]:
+    arms = [a.strip() for a in text.split(",")]
+    bad = [a for a in arms if a not in ("hardened", "naive")]
+    if bad or len(set(arms)) != len(arms):
+        raise argparse.ArgumentTypeError(f"{_shown((bad or [text])[0])} is not valid; allowed: hardened, naive or "
+                                         "hardened,naive")
+    return arms
 
 
 def _startup_variants(text: str) -> list[str]:
@@ -537,9 +842,9 @@ def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a whole number") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} must be greater than 0")
     return value
 
 
@@ -553,9 +858,11 @@ def _seed(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not an integer") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or greater")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} must be 0 or greater")
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is too large; allowed: 0 to {MAX_SEED}")
     return value
 
 
@@ -575,14 +882,24 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "check":
         return check(args.run_dir)
     if args.command == "list":
-        return list_experiments()
+        return list_experiments(args.json)
+    if args.command == "validate":
+        return validate(args.files)
+    if args.command == "schema":
+        from .schema import spec_schema
+
+        print(json.dumps(spec_schema(), indent=2))
+        return errors.PASSED
+    if args.command == "rerun":
+        return rerun(args.run_dir, args.target, args.backend, args.out, sys.argv[1:])
     if args.command == "clean":
         return clean()
     if args.command == "mutate":
         return mutate(args.experiments, args.suite, args.scale, args.switches, args.backend, args.out, sys.argv[1:],
                       seed=args.seed)
     if args.command == "reproduce":
-        return reproduce(args.incident, args.scale, args.backend, args.out, sys.argv[1:])
+        return reproduce(args.incident, args.scale, args.backend, args.out, sys.argv[1:], seed=args.seed,
+                         arms=args.arms)
     if args.command == "report":
         from .report import main_report
 
@@ -590,8 +907,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "bench" and args.bench_command == "suite":
         from .suite_timing import print_timing, suite_timing
 
-        if not (args.run_dir / "run.json").is_file():
-            raise errors.ChaosError(f"{args.run_dir} is not a run directory (no run.json); give reports/runs/<run>",
+        if not _is_file(args.run_dir / "run.json"):
+            raise errors.ChaosError(f"{_short(args.run_dir)} is not a run directory (no run.json); give reports/runs/<run>",
                                     errors.USAGE)
         timing = suite_timing(args.run_dir)
         print(json.dumps(timing)) if args.json else print_timing(timing)
@@ -601,7 +918,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "bench" and args.bench_command == "crashes":
         from .crash_tally import print_tally, tally
 
-        missing = [str(d) for d in args.run_dirs if not (d / "run.json").is_file()]
+        missing = [_short(d) for d in args.run_dirs if not _is_file(d / "run.json")]
         if missing:
             raise errors.ChaosError(f"{missing[0]} is not a run directory (no run.json); give reports/runs/<run>",
                                     errors.USAGE)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +39,42 @@ EXPECTS = ("incident", "survives")  # what a control arm is expected to show
 TRENDS = ("plateau", "growth")
 DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 MAX_PAYLOAD_BYTES = 4096
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+MAX_NAME = 64  # experiment and suite names become directory names (run store, deployments, buckets)
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,%d}$" % (MAX_NAME - 1))
+_NAME_HELP = f"lowercase letters, digits and dashes, starting with a letter or digit, at most {MAX_NAME} characters"
 _GLOB = re.compile(r"^[A-Za-z0-9_./*?-]{1,200}$")
 _INCIDENT_FILE = re.compile(r"^\d{3}-[A-Za-z0-9._-]+\.txt$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 _DURATION_HELP = "a duration like 500ms, 30s, 2m, 1h or a number of seconds"
 _EPSILON = 1e-9  # float slack when checking that scaled durations fit
+
+# -- what this machine can do --------------------------------------------------------------------------------
+# Every number a spec or suite gives is bounded, declared here once by field name (the last named part of its path:
+# `keys` bounds workload.keys, `count` a fault's count param). A number past its bound is refused with the usual
+# one line before anything starts: `keys: 99999999999999999999999` would otherwise start a stack that cannot hold
+# it. A field without an entry gets its kind's default below; a tighter bound in the code (a catalog param's
+# maximum, payload_bytes) still applies. The suite runs on one host of a few cores: these are far above what any
+# experiment uses (rates of 50-200 events/s, 200 keys, 4 partitions) and far below what would overflow.
+MAX_INT = 2**31 - 1  # an int field without its own bound (counts of events, rows, a seed)
+MAX_NUMBER = 1e9  # a number field without its own bound, either sign (probe bounds, lag in records)
+MAX_DURATION_S = 24 * 3600.0  # any duration after scaling: a phase, a fault's at/duration, a recovery bound
+MAX_SCALE = 100.0  # a suite's or --scale's multiplier of every phase and fault time
+MAX_ITEMS = 100  # entries of a list: faults, probes, log signatures, a suite's experiments
+LIMITS: Mapping[str, float] = MappingProxyType({
+    # the workload: what one producer and a 2-core Spark can push and hold
+    "rate": 100_000, "keys": 10_000_000, "partitions": 256, "rotation_live_actors": 10_000_000, "zipf_s": 10,
+    "seed": MAX_INT,
+    # job settings an arm may change
+    "max_offsets_per_trigger": 100_000_000, "min_batches_to_retain": 10_000, "failure_budget": 10_000,
+    # targets
+    "healthy_samples": 10_000, "min_matches": 1_000_000, "max_rows_per_key": 1_000_000, "threshold": 1_000,
+    "bytes_threshold": 1_000, "lag_below": 1e9,
+    # fault params the catalog leaves open above
+    "count": 1_000, "batch": 1_000_000_000, "rate_kbps": 10_000_000, "timeout_ms": 86_400_000, "average_size": 100_000_000,
+    "size_variation": 100_000_000, "delay_us": 86_400_000_000, "bytes": 2**40,
+    # a suite
+    "scale": MAX_SCALE, "repeat": 20,
+})
 
 
 # -- the typed spec ------------------------------------------------------------------------------------------
@@ -470,13 +501,27 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
 
 
+def _num(value: float) -> str:
+    """A bound as a person reads it: 2147483647, not 2.14748e+09."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
 def _bounds(minimum: float | None, maximum: float | None) -> str:
-    parts = ([f">= {minimum:g}"] if minimum is not None else []) + ([f"<= {maximum:g}"] if maximum is not None
-                                                                      else [])
+    parts = ([f">= {_num(minimum)}"] if minimum is not None else []) + ([f"<= {_num(maximum)}"]
+                                                                        if maximum is not None else [])
     return " and ".join(parts)
 
 
+def _limit(path: Path_, default: float) -> float:
+    """The bound LIMITS declares for the field at `path` (its last named part), or `default`."""
+    field = next((part for part in reversed(path) if not part.isdigit()), "")
+    return LIMITS.get(field, default)
+
+
 def _int(value: object, path: Path_, minimum: int | None = None, maximum: int | None = None) -> int:
+    cap = int(_limit(path, MAX_INT))
+    maximum = cap if maximum is None else min(maximum, cap)
+    minimum = -cap if minimum is None else minimum
     if not _is_int(value) or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise _Invalid(path, f"{_show(value)} is not valid", f"an integer {_bounds(minimum, maximum)}".strip())
     return value
@@ -484,9 +529,12 @@ def _int(value: object, path: Path_, minimum: int | None = None, maximum: int | 
 
 def _number(value: object, path: Path_, minimum: float | None = None, maximum: float | None = None,
             above: float | None = None) -> float:
+    cap = _limit(path, MAX_NUMBER)
+    maximum = cap if maximum is None else min(maximum, cap)
+    minimum = -cap if minimum is None and above is None else minimum
     ok = _is_number(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
     if not ok or (above is not None and value <= above):
-        bounds = _bounds(minimum, maximum) if above is None else f"> {above:g}"
+        bounds = _bounds(minimum, maximum) if above is None else f"> {_num(above)} and <= {_num(maximum)}"
         raise _Invalid(path, f"{_show(value)} is not valid", f"a number {bounds}".strip())
     return float(value)
 
@@ -516,8 +564,9 @@ def _duration(value: object, path: Path_, scale: float = 1.0, positive: bool = F
         raise _Invalid(path, f"{_show(value)} is not a duration", _DURATION_HELP) from None
     if positive and seconds <= 0:
         raise _Invalid(path, f"{_show(value)} must be longer than 0", f"{_DURATION_HELP}, > 0")
-    if not math.isfinite(seconds * scale):
-        raise _Invalid(path, f"{_show(value)} is too long", f"{_DURATION_HELP}, finite")
+    if not math.isfinite(seconds * scale) or seconds * scale > MAX_DURATION_S:
+        raise _Invalid(path, f"{_show(value)} is too long" + (f" (x scale {scale:g})" if scale != 1 else ""),
+                       f"{_DURATION_HELP}, at most {MAX_DURATION_S / 3600:g}h after scaling")
     # Microsecond rounding keeps scaled sums exact enough to compare (0.2 * 30 + 0.2 * 60 == 0.2 * 90).
     return round(seconds * scale, 6)
 
@@ -663,10 +712,14 @@ def _param(value: object, path: Path_, param: Param, scale: float) -> object:
     if value in param.words:
         return value
     check = _is_int if param.kind == "int" else _is_number
-    ok = check(value) and (param.minimum is None or value >= param.minimum) and (
-        param.maximum is None or value <= param.maximum)
+    cap = _limit(path, MAX_INT if param.kind == "int" else MAX_NUMBER)
+    param = dataclasses.replace(param, maximum=cap if param.maximum is None else min(param.maximum, cap),
+                                minimum=-cap if param.minimum is None else param.minimum)
+    ok = check(value) and value >= param.minimum and value <= param.maximum
     if not ok:
-        raise _Invalid(path, f"{_show(value)} is not valid", param.allowed())
+        noun = "an integer" if param.kind == "int" else "a number"
+        raise _Invalid(path, f"{_show(value)} is not valid",
+                       " or ".join([f"{noun} {_bounds(param.minimum, param.maximum)}", *param.words]))
     return value
 
 
@@ -716,6 +769,8 @@ def _fault(raw: object, path: Path_, inject: float, scale: float) -> Fault:
     if "on" in section:
         if name not in TRIGGERABLE:
             raise _Invalid(path + ("on",), f"{name} cannot fire on a lifecycle event", ", ".join(TRIGGERABLE))
+        if isinstance(section["on"], dict) and _is_int(section["on"].get("batch")):  # bounded like every number
+            _int(section["on"]["batch"], path + ("on", "batch"), minimum=0)
         on = triggers.parse(section["on"], path + ("on",), lambda v: _duration(v, path + ("on",)), scale,
                             lambda where, what, allowed: _Invalid(where, what, allowed))
         if on.hold_for is not None and name in INSTANT:
@@ -774,8 +829,9 @@ def _fault_rules(fault: Fault, path: Path_) -> None:
 
 def _faults(raw: object, inject: float, scale: float) -> tuple[Fault, ...]:
     path = ("faults",)
-    if not isinstance(raw, list) or not raw:
-        raise _Invalid(path, f"{_show(raw)} is not a non-empty list", "a list of faults from the catalog")
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_ITEMS:
+        raise _Invalid(path, f"{_show(raw)} is not a non-empty list of at most {MAX_ITEMS}",
+                       "a list of faults from the catalog")
     return tuple(_fault(item, path + (str(i),), inject, scale) for i, item in enumerate(raw))
 
 
@@ -959,8 +1015,8 @@ def _logs(raw: object, path: Path_) -> Logs:
 
     def patterns(key: str) -> tuple[str, ...]:
         value = section.get(key, [])
-        if not isinstance(value, list):
-            raise _Invalid(path + (key,), f"{_show(value)} is not a list", "a list of regexes")
+        if not isinstance(value, list) or len(value) > MAX_ITEMS:
+            raise _Invalid(path + (key,), f"{_show(value)} is not a list of at most {MAX_ITEMS}", "a list of regexes")
         return tuple(_regex(p, path + (key, str(i))) for i, p in enumerate(value))
 
     logs = Logs(expected=patterns("expected"), forbidden=patterns("forbidden"),
@@ -977,12 +1033,12 @@ def _experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
     top = _mapping(doc, (), _TOP, required=_TOP_REQUIRED)
     name = _text(top["name"], ("name",))
     if not _NAME.match(name):
-        raise _Invalid(("name",), f"{_show(name)} is not a valid name", "lowercase letters, digits and dashes")
+        raise _Invalid(("name",), f"{_show(name)} is not a valid name", _NAME_HELP)
     phases = _phases(top["phases"], scale)
     faults = _faults(top["faults"], phases.inject, scale)
     raw_probes = top.get("probes", [])
-    if not isinstance(raw_probes, list):
-        raise _Invalid(("probes",), f"{_show(raw_probes)} is not a list", "a list of probes")
+    if not isinstance(raw_probes, list) or len(raw_probes) > MAX_ITEMS:
+        raise _Invalid(("probes",), f"{_show(raw_probes)} is not a list of at most {MAX_ITEMS}", "a list of probes")
     probes = tuple(_probe(p, ("probes", str(i))) for i, p in enumerate(raw_probes))
     raw_arms = _mapping(top["arms"], ("arms",), ARM_PROFILES)
     if not raw_arms:
@@ -1020,6 +1076,31 @@ def _claims(raw: object) -> tuple[str, ...]:
     return tuple(raw)
 
 
+# -- the incidents ---------------------------------------------------------------------------------------------
+INCIDENTS_ENV = "CHAOS_INCIDENTS_DIR"
+
+
+def incidents_dir() -> Path | None:
+    """Where the incident files are: $CHAOS_INCIDENTS_DIR, else shared/incidents/ beside the repository (its
+    `../shared/incidents/`) or beside a directory above it (a git worktree's); None when there is none."""
+    if os.environ.get(INCIDENTS_ENV):
+        return Path(os.environ[INCIDENTS_ENV])
+    root = Path(__file__).resolve().parent.parent
+    return next((d / "shared" / "incidents" for d in root.parents if (d / "shared" / "incidents").is_dir()), None)
+
+
+def check_incident(spec: ExperimentSpec) -> None:
+    """One SpecError line when the incident file a spec reproduces does not exist. Checked by the command line
+    (run, validate, list, ...) before anything starts; without an incidents directory there is nothing to check
+    against (an install elsewhere) and every name is taken as written."""
+    directory = incidents_dir()
+    if directory is None or (directory / spec.incident.file).is_file():
+        return
+    known = sorted(p.name.split("-")[0] for p in directory.glob("*.txt")) if directory.is_dir() else []
+    raise SpecError(f"{spec.source}: incident.file: {spec.incident.file!r} is not in {directory}; allowed: an "
+                    f"incident file there ({', '.join(known) or 'none found'})")
+
+
 # -- loading -------------------------------------------------------------------------------------------------
 
 def _load_yaml(path: Path) -> object:
@@ -1045,19 +1126,74 @@ def _load_yaml(path: Path) -> object:
 
 
 def _check_scale(scale: object, source: str, path: Path_) -> float:
-    if not _is_number(scale) or scale <= 0:
-        raise SpecError(f"{source}: {_dotted(path)}: {_show(scale)} is not valid; allowed: a number > 0")
+    if not _is_number(scale) or scale <= 0 or scale > MAX_SCALE:
+        raise SpecError(f"{source}: {_dotted(path)}: {_show(scale)} is not valid; allowed: a number > 0 and "
+                        f"<= {_num(MAX_SCALE)}")
     return float(scale)
 
 
 def load_experiment(path: str | Path, scale: float = 1.0) -> ExperimentSpec:
-    """Load and validate one experiment; durations resolved to seconds with `scale` applied."""
+    """Load and validate one experiment; durations resolved to seconds with `scale` applied. A `.json` file is a
+    run store's spec.json (load_stored): already scaled, so only scale 1 applies to it."""
     path = Path(path)
     scale = _check_scale(scale, str(path), ("scale",))
+    if path.suffix == ".json":
+        if scale != 1.0:
+            raise SpecError(f"{path}: scale: a stored spec.json is already scaled, {scale:g} cannot be applied "
+                            "again; allowed: no --scale with a spec.json")
+        return load_stored(path)
     try:
         return _experiment(_load_yaml(path), str(path), scale)
     except _Invalid as exc:
         raise SpecError(f"{path}: {_dotted(exc.path)}: {exc.what}; allowed: {exc.allowed}") from None
+
+
+def load_stored(path: str | Path) -> ExperimentSpec:
+    """A run store's <experiment>/spec.json (ExperimentSpec.to_dict()) back as the spec that ran: its durations
+    already scaled, its seed the one drawn. Every number in it is held to the same bounds as a spec's (LIMITS), so a
+    hand-edited copy cannot start what a YAML spec could not."""
+    import json
+
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"{path}: (file): cannot read ({exc.strerror}); allowed: a run's spec.json") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SpecError(f"{path}: (document): not JSON ({str(exc).splitlines()[0]}); allowed: a run's spec.json") \
+            from None
+    spec = ExperimentSpec.from_dict(doc, where=str(path))
+    try:
+        _stored_numbers(doc, ())
+        _int(spec.seed, ("seed",), minimum=0)
+        if not _NAME.match(spec.name):
+            raise _Invalid(("name",), f"{_show(spec.name)} is not a valid name", _NAME_HELP)
+        _check_scale(spec.scale, str(path), ("scale",))
+        for index, fault in enumerate(spec.faults):
+            if fault.fault not in FAULTS:
+                raise _Invalid(("faults", str(index), "fault"), f"unknown fault {_show(fault.fault)}",
+                               ", ".join(FAULTS))
+        for arm in spec.arms:
+            _choice(arm.profile, ("arms", "profile"), ARM_PROFILES)
+        if spec.phases.total > MAX_DURATION_S:
+            raise _Invalid(("phases",), f"{_seconds(spec.phases.total)} in all", f"at most {_seconds(MAX_DURATION_S)}")
+    except _Invalid as exc:
+        raise SpecError(f"{path}: {_dotted(exc.path)}: {exc.what}; allowed: {exc.allowed}") from None
+    return spec
+
+
+def _stored_numbers(node: object, path: Path_) -> None:
+    """Every number of a stored spec within the bound of its field (LIMITS, else its kind's default)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _stored_numbers(value, path + (str(key),))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            _stored_numbers(value, path + (str(index),))
+    elif _is_int(node):
+        _int(node, path)
+    elif isinstance(node, float):
+        _number(node, path)
 
 
 REPLACE_MARK = "!"  # `targets!: {...}` in an override replaces the mapping instead of merging into it
@@ -1135,10 +1271,12 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
     try:
         top = _mapping(doc, (), _SUITE, required=("name", "experiments"))
         name = _text(top["name"], ("name",))
+        if not _NAME.match(name):
+            raise _Invalid(("name",), f"{_show(name)} is not a valid name", _NAME_HELP)
         description = _text(top["description"], ("description",)) if "description" in top else ""
         raw_entries = top["experiments"]
-        if not isinstance(raw_entries, list) or not raw_entries:
-            raise _Invalid(("experiments",), f"{_show(raw_entries)} is not a non-empty list",
+        if not isinstance(raw_entries, list) or not raw_entries or len(raw_entries) > MAX_ITEMS:
+            raise _Invalid(("experiments",), f"{_show(raw_entries)} is not a non-empty list of at most {MAX_ITEMS}",
                            "a list of {path, overrides}")
     except _Invalid as exc:
         raise SpecError(f"{path}: {_dotted(exc.path)}: {exc.what}; allowed: {exc.allowed}") from None
@@ -1146,8 +1284,9 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
     if scale is not None:
         suite_scale = _check_scale(scale, "--scale", ("scale",))
     repeat = top.get("repeat", 1)
-    if not _is_int(repeat) or not 1 <= repeat <= 20:
-        raise SpecError(f"{path}: repeat: {_show(repeat)} is not valid; allowed: an integer >= 1 and <= 20")
+    if not _is_int(repeat) or not 1 <= repeat <= LIMITS["repeat"]:
+        raise SpecError(f"{path}: repeat: {_show(repeat)} is not valid; allowed: an integer >= 1 and <= "
+                        f"{_num(LIMITS['repeat'])}")
     require = top.get("require_discrimination", False)
     if not isinstance(require, bool):
         raise SpecError(f"{path}: require_discrimination: {_show(require)} is not valid; allowed: true | false")

@@ -151,7 +151,7 @@ CORPUS = [
      "arms.hardened.targets.speed: unknown field; allowed: progress, recovery, max_lag, lost, duplicated, state, "
      "logs, lineage, refused_within, exit_code"),
     ("bad param", _append_fault({"fault": "network.bandwidth", "target": "s3", "params": {"rate_kbps": -5}}),
-     "faults.1.params.rate_kbps: -5 is not valid; allowed: an integer >= 0"),
+     "faults.1.params.rate_kbps: -5 is not valid; allowed: an integer >= 0 and <= 10000000"),
     ("a repeated corruption method", _append_fault({"fault": "checkpoint.corrupt", "at": "0s", "duration": "5s",
                                                     "params": {"kind": "sst", "method": ["footer", "footer"]}}),
      "faults.1.params.method: ['footer', 'footer'] is not valid (empty, or a choice twice); allowed: bit_flip | "
@@ -215,12 +215,12 @@ CORPUS = [
      "probes.0.metric: 'batch_id' is not valid; allowed: input_rate | processed_rate | lag | batch_duration_ms | "
      "state_rows | state_bytes | checkpoint_bytes"),
     ("a number too big for a float", _set("workload", "rate", 10 ** 400),
-     "workload.rate: " + "1" + "0" * 56 + "... is not valid; allowed: a number > 0"),
+     "workload.rate: " + "1" + "0" * 56 + "... is not valid; allowed: a number > 0 and <= 100000"),
     ("empty targets", _set("arms", "naive", "targets", {}),
      "arms.naive.targets: is empty: an arm must be judged on something; allowed: progress, recovery, max_lag, lost, "
      "duplicated, state, logs, lineage, refused_within, exit_code"),
     ("bad name", _set("name", "Bad Name"),
-     "name: 'Bad Name' is not a valid name; allowed: lowercase letters, digits and dashes"),
+     "name: 'Bad Name' is not a valid name; allowed: lowercase letters, digits and dashes, starting with a letter or digit, at most 64 characters"),
 ]
 
 
@@ -269,7 +269,7 @@ def test_a_file_that_is_not_utf8_or_missing_is_one_line(tmp_path):
         load_experiment(path)
     with pytest.raises(SpecError, match=r"nope\.yaml: \(file\): cannot read \(No such file or directory\); allowed"):
         load_experiment(tmp_path / "nope.yaml")
-    with pytest.raises(SpecError, match=r"exp\.yaml: scale: 0 is not valid; allowed: a number > 0$"):
+    with pytest.raises(SpecError, match=r"exp\.yaml: scale: 0 is not valid; allowed: a number > 0 and <= 100$"):
         load_experiment(write(tmp_path, base()), scale=0)
 
 
@@ -284,7 +284,7 @@ SUITE_CORPUS = [
      "{suite}: experiments.0.overrides.colour: unknown field; allowed: name, description, incident, seed, "
      "workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims"),
     ("an invalid override value", [{"path": "exp.yaml", "overrides": {"workload": {"rate": -1}}}],
-     "{suite}: experiments.0.overrides.workload.rate: -1 is not valid; allowed: a number > 0"),
+     "{suite}: experiments.0.overrides.workload.rate: -1 is not valid; allowed: a number > 0 and <= 100000"),
     ("an override that replaces a list", [{"path": "exp.yaml", "overrides": {"faults": [{"fault": "nope"}]}}],
      "{suite}: experiments.0.overrides.faults.0.fault: unknown fault 'nope'; allowed: network.down, "
      "network.latency, network.bandwidth, network.timeout, network.reset_peer, network.slicer, network.limit_data, "
@@ -307,8 +307,8 @@ SUITE_CORPUS = [
      "{suite}: experiments.0.arms: [] is not valid; allowed: a non-empty list of distinct arms of t-spec: "
      "hardened, naive"),
     ("a bad entry scale", [{"path": "exp.yaml", "scale": 0}],
-     "{suite}: experiments.0.scale: 0 is not valid; allowed: a number > 0"),
-    ("no experiments", [], "{suite}: experiments: [] is not a non-empty list; allowed: a list of {{path, overrides}}"),
+     "{suite}: experiments.0.scale: 0 is not valid; allowed: a number > 0 and <= 100"),
+    ("no experiments", [], "{suite}: experiments: [] is not a non-empty list of at most 100; allowed: a list of {{path, overrides}}"),
 ]
 
 
@@ -321,7 +321,7 @@ def test_suite_errors_name_the_suite_and_the_override(tmp_path, case, entries, m
 
 
 def test_suite_scale_error_and_a_rescaled_suite(tmp_path):
-    with pytest.raises(SpecError, match=r"suite\.yaml: scale: -1 is not valid; allowed: a number > 0$"):
+    with pytest.raises(SpecError, match=r"suite\.yaml: scale: -1 is not valid; allowed: a number > 0 and <= 100$"):
         load_suite(_suite(tmp_path, [{"path": "exp.yaml"}], scale=-1))
     suite = load_suite(_suite(tmp_path, [{"path": "exp.yaml", "overrides": {"name": "other"}}], scale=0.5))
     assert suite.entries[0].spec.name == "other" and suite.entries[0].spec.phases.steady == 5.0
@@ -450,7 +450,7 @@ def test_generated_suite_overrides_are_accepted_or_refused_in_one_line(mutations
 def test_a_spec_line_is_never_a_traceback_for_a_float_nan(tmp_path):
     doc = base()
     doc["workload"]["rate"] = math.nan
-    with pytest.raises(SpecError, match=r"workload\.rate: nan is not valid; allowed: a number > 0$"):
+    with pytest.raises(SpecError, match=r"workload\.rate: nan is not valid; allowed: a number > 0 and <= 100000$"):
         load_experiment(write(tmp_path, doc))
 
 
@@ -566,3 +566,118 @@ def test_a_lag_bound_in_seconds_of_input_is_records_at_the_workloads_rate(tmp_pa
     doc["arms"]["hardened"]["targets"]["recovery"]["lag_below"] = "soon"
     with pytest.raises(SpecError, match="recovery.lag_below: 'soon' is not a duration"):
         load_experiment(write(tmp_path, doc))
+
+
+# -- every number bounded (issue 18): absurd values are refused as a class, not case by case ------------------------
+ABSURD = 99999999999999999999999
+
+
+def _numeric_leaves(node: object, path: tuple = ()):
+    """Every number and every duration string in a YAML document, as (path, value)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _numeric_leaves(value, path + (key,))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _numeric_leaves(value, path + (index,))
+    elif isinstance(node, (int, float)) and not isinstance(node, bool):
+        yield path, node
+    elif isinstance(node, str) and node[:1].isdigit() and node.rstrip("hms").replace(".", "").isdigit():
+        yield path, node
+
+
+def _replaced(doc: object, path: tuple, value: object) -> object:
+    doc = copy.deepcopy(doc)
+    node = doc
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return doc
+
+
+SOURCES = [*EXPERIMENTS, *sorted((ROOT / "experiments" / "suites").glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_number_of_every_spec_and_suite_is_bounded(tmp_path, source):
+    """Each number (and duration) in a checked-in experiment or suite, replaced by an absurd one, is refused in
+    one line naming the field: nothing past what this machine can do reaches a stack."""
+    suite = source.parent.name == "suites"
+    original = yaml.safe_load(source.read_text())
+    wrong = []
+    cases = [(path, absurd) for path, value in _numeric_leaves(original)
+             for absurd in ([ABSURD, -ABSURD] if not isinstance(value, str) else ["99999999h"])]
+    assert cases
+    for path, absurd in cases:
+        doc = _replaced(original, path, absurd)
+        if suite:  # the suite's entries point at the real experiments
+            for entry in doc["experiments"]:
+                entry["path"] = str((source.parent / entry["path"]).resolve())
+        target = write(tmp_path, doc, source.name)
+        field = next(str(p) for p in reversed(path) if not isinstance(p, int))
+        try:
+            (load_suite if suite else load_experiment)(target)
+            wrong.append(f"{path}={absurd}: accepted")
+        except SpecError as exc:
+            message = str(exc)
+            if "\n" in message or "; allowed: " not in message or field not in message:
+                wrong.append(f"{path}={absurd}: {message}")
+    assert not wrong, wrong
+
+
+def test_a_long_experiment_name_is_a_spec_error(tmp_path):
+    doc = base()
+    doc["name"] = "a" * 300
+    with pytest.raises(SpecError, match=r"name: 'a+\.\.\. is not a valid name; allowed: .*at most 64 characters$"):
+        load_experiment(write(tmp_path, doc))
+    doc["name"] = "a" * 64
+    assert load_experiment(write(tmp_path, doc)).name == "a" * 64
+
+
+def test_a_suite_name_is_a_name(tmp_path):
+    write(tmp_path, base())
+    for bad in ("a" * 65, "Night ly", "../x"):
+        suite = write(tmp_path, {"name": bad, "experiments": [{"path": "exp.yaml"}]}, "suite.yaml")
+        with pytest.raises(SpecError, match=r"suite\.yaml: name: .* is not a valid name; allowed: lowercase"):
+            load_suite(suite)
+
+
+# -- a stored spec.json runs again (issue 18) ---------------------------------------------------------------------
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+def test_a_stored_spec_json_loads_as_the_spec_that_ran(tmp_path, path):
+    """load -> store (as chaos/run.py writes spec.json) -> load gives the same spec, through load_experiment, the
+    path `chaos run FILE` and `chaos rerun` take (it used to say "source: unknown field")."""
+    spec = load_experiment(path)
+    stored = tmp_path / "spec.json"
+    stored.write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+    again = load_experiment(stored)
+    assert again == spec
+    stored.write_text(json.dumps(again.to_dict(), indent=2) + "\n")
+    assert load_experiment(stored) == spec
+    with pytest.raises(SpecError, match=r"spec\.json: scale: a stored spec\.json is already scaled"):
+        load_experiment(stored, 0.5)
+
+
+@pytest.mark.parametrize("mangle, fragment", [
+    (lambda d: d["workload"].update(keys=ABSURD), "workload.keys: 99999999999999999999999 is not valid"),
+    (lambda d: d.update(seed=-1), "seed: -1 is not valid"),
+    (lambda d: d["phases"].update(steady=1e12), "phases.steady: 1000000000000.0 is not valid"),
+    (lambda d: d.update(name="x" * 100), "name: 'xxxx"),
+    (lambda d: d["faults"][0].update(fault="network.nope"), "faults.0.fault: unknown fault 'network.nope'"),
+    (lambda d: d.update(scale=1000), "scale: 1000 is not valid"),
+])
+def test_a_stored_spec_json_is_held_to_the_same_bounds(tmp_path, mangle, fragment):
+    stored = load_experiment(write(tmp_path, base())).to_dict()
+    mangle(stored)
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(stored))
+    with pytest.raises(SpecError) as caught:
+        load_experiment(path)
+    assert str(caught.value).startswith(f"{path}: ") and fragment in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_stored_spec_json_that_is_not_json_is_one_line(tmp_path):
+    path = tmp_path / "spec.json"
+    path.write_text("{not json")
+    with pytest.raises(SpecError, match=r"spec\.json: \(document\): not JSON \("):
+        load_experiment(path)
