@@ -5,8 +5,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterable
 
-from .markup import _count, _seconds
-from .model import Timeline, _anchor, _write_atomic, load_run
+from . import facts
+from .markup import _count
+from .model import Run, Timeline, _anchor, _write_atomic, load_run
 from .page import _did_not_survive, _discrimination, _survived_note, discrimination_line
 
 # -- junit.xml -------------------------------------------------------------------------------------------------
@@ -60,10 +61,23 @@ def _junit_discrimination(suite: ET.Element, name: str, discrimination: dict) ->
     return outcome
 
 
-def _junit_mutation(suite: ET.Element, mutation: dict, counts: dict[str, int]) -> None:
-    from .mutate import headline
+def _properties(parent: ET.Element, values: list[tuple[str, str]]) -> ET.Element:
+    properties = ET.SubElement(parent, "properties")
+    for name, value in values:
+        ET.SubElement(properties, "property", name=name, value=value)
+    return properties
 
-    properties = ET.SubElement(suite, "properties")
+
+def _run_properties(run: Run) -> list[tuple[str, str]]:
+    """The suite's properties: what was run (facts.run_properties) and the pre-release flaky list."""
+    entries = facts.flaky(run)
+    return facts.run_properties(run) + [("flaky_count", str(len(entries)))] + \
+        ([("flaky", "; ".join(facts.flaky_line(e) for e in entries))] if entries else [])
+
+
+def _junit_mutation(suite: ET.Element, mutation: dict, counts: dict[str, int], properties: ET.Element) -> None:
+    from ..mutate import headline
+
     ET.SubElement(properties, "property", name="kill_rate", value=str(mutation.get("kill_rate")))
     ET.SubElement(properties, "property", name="mutation", value=headline(mutation))
     for cell in mutation.get("cells") or []:
@@ -88,15 +102,17 @@ def write_junit(run_dir: Path) -> Path:
     suite = ET.SubElement(suites, "testsuite", name=suite_name, timestamp=run.started)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total = 0.0
+    properties = _properties(suite, _run_properties(run))  # one <properties>, before the testcases
     mutation = run.results.get("mutation")
     if isinstance(mutation, dict):  # a mutate run: a case per mutant, green when the mutant is killed
-        _junit_mutation(suite, mutation, counts)
+        _junit_mutation(suite, mutation, counts, properties)
     for experiment in run.experiments if not isinstance(mutation, dict) else []:
         for arm in run.arms.get(str(experiment.get("name", "?")), []):
             seconds = _arm_seconds(arm.timeline)
             total += seconds
             case = ET.SubElement(suite, "testcase", classname=arm.experiment, name=arm.profile, time=f"{seconds:.3f}")
             counts["tests"] += 1
+            _properties(case, facts.arm_properties(run, arm))
             verdict, data = arm.verdict, arm.data
             details = "\n".join(f"{c.get('verdict')} {c.get('name')}: expected {c.get('expected')}, measured "
                                 f"{c.get('measured')}. {c.get('message') or ''}".rstrip()
@@ -115,7 +131,7 @@ def write_junit(run_dir: Path) -> Path:
             elif verdict == "INTERRUPTED":
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message="INTERRUPTED: the run was cut short")
-            out = [f"verdict {verdict}", f"recovery {_seconds(data.get('recovery_s'))}",
+            out = [f"verdict {verdict}", f"recovery {facts.recovery(data)[0]}",
                    f"lost {_count(data.get('lost'))}", f"duplicated {_count(data.get('duplicated'))}"]
             if data.get("signature"):
                 out.append(("control reproduced: " if data.get("role") == "control" else "signature: ")

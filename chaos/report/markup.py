@@ -41,6 +41,18 @@ td.log{max-width:800px;white-space:pre-wrap;word-break:break-all}
                          padding:3px 8px}
 .disc-inconclusive{color:#9a6700;font-weight:600;background:#fff8c5;border-left:4px solid #9a6700;padding:3px 8px}
 .disc-waived,.disc-not_run{color:#57606a}
+.failures{border:2px solid #cf222e;border-radius:6px;padding:2px 12px 8px;margin:10px 0;background:#fff8f8}
+.failures h2{color:#cf222e;border:0;margin:8px 0 4px}
+.failures.none{border-color:#1a7f37;background:#f6fff8}.failures.none h2{color:#1a7f37}
+.failures ul{margin:2px 0;padding-left:20px}.failures li{margin:3px 0;overflow-wrap:anywhere}
+.failures .msg{color:#57606a;font-size:12px}
+.not-recovered{color:#cf222e;font-weight:700}
+td.not-recovered{background:#ffebe9}
+.flaky{border-left:4px solid #9a6700;background:#fff8c5;padding:2px 10px;margin:8px 0}
+.flaky h2{color:#9a6700;border:0}
+details.passed summary{cursor:pointer;color:#1a7f37;font-size:12px}
+.run-facts summary{cursor:pointer;font-weight:600}.facts th{width:8em}
+.wall{color:#57606a;font-size:11px;white-space:nowrap}
 """
 
 

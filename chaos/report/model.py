@@ -29,6 +29,8 @@ class FaultWindow:
     start: float
     end: float | None      # None: never healed in the history
     injected: bool = True  # False: only "injecting" was recorded
+    start_wall: str | None = None  # the records' `wall` (UTC, ISO 8601): to match the page against the logs
+    end_wall: str | None = None
 
 
 @dataclass
@@ -42,6 +44,8 @@ class Timeline:
     errors: list[dict] = field(default_factory=list)
     problem: str | None = None  # why the history is missing or unreadable
     last_t: float | None = None  # the last record of any type
+    first_wall: str | None = None  # `wall` of the first record: when the arm started (UTC)
+    phase_walls: dict[str, str] = field(default_factory=dict)  # phase name -> `wall` of its start
 
     @property
     def span(self) -> tuple[float, float] | None:
@@ -90,10 +94,15 @@ def load_timeline(path: Path) -> Timeline:
     for record in records:
         kind, t = record["type"], float(record["t"])  # type: ignore[arg-type]
         timeline.last_t = t
+        wall = record.get("wall") if isinstance(record.get("wall"), str) else None
+        if timeline.first_wall is None:
+            timeline.first_wall = wall
         if kind == "sample":
             timeline.samples.append(record)
         elif kind == "phase":
             timeline.phases.append((str(record.get("name")), str(record.get("boundary")), t))
+            if record.get("boundary") == "start" and wall:
+                timeline.phase_walls.setdefault(str(record.get("name")), wall)
         elif kind == "fault":
             key = (str(record.get("name")), str(record.get("target")))
             state = record.get("state")
@@ -101,13 +110,13 @@ def load_timeline(path: Path) -> Timeline:
             if state in ("injecting", "injected"):
                 if window is None:
                     window = FaultWindow(len(timeline.faults) + 1, key[0], key[1],
-                                         dict(record.get("params") or {}), t, None, state == "injected")
+                                         dict(record.get("params") or {}), t, None, state == "injected", wall)
                     open_windows[key] = window
                     timeline.faults.append(window)
                 elif state == "injected" and not window.injected:
-                    window.start, window.injected = t, True  # the window is injected -> healed
+                    window.start, window.injected, window.start_wall = t, True, wall  # injected -> healed
             elif state == "healed" and window is not None:
-                window.end = t
+                window.end, window.end_wall = t, wall
                 del open_windows[key]
         elif kind == "job":
             timeline.jobs.append(record)
@@ -124,6 +133,15 @@ class Arm:
     data: dict                 # the arm object of results.json
     dir: Path
     timeline: Timeline
+    spec: dict = field(default_factory=dict)  # the experiment's spec.json ({} when missing)
+
+    @property
+    def targets(self) -> dict:
+        """This arm's targets in spec.json ({} when the spec is missing)."""
+        for arm in self.spec.get("arms") or []:
+            if isinstance(arm, dict) and arm.get("profile") == self.profile:
+                return arm.get("targets") if isinstance(arm.get("targets"), dict) else {}
+        return {}
 
     @property
     def profile(self) -> str:
@@ -214,7 +232,7 @@ def load_run(run_dir: Path, with_timelines: bool = True) -> Run:
                 continue
             arm_dir = run_dir / name / str(arm.get("profile", "?"))
             timeline = load_timeline(arm_dir / "history.jsonl") if with_timelines else Timeline()
-            arms[name].append(Arm(name, arm, arm_dir, timeline))
+            arms[name].append(Arm(name, arm, arm_dir, timeline, spec))
     return Run(run_dir, meta, results, experiments, arms)
 
 

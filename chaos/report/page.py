@@ -3,20 +3,100 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .markup import _badge, _count, _duration, _e, _link, _page, _seconds
+from . import facts
+from .markup import _badge, _count, _duration, _e, _link, _page
 from .model import VERDICT_COLOURS, Arm, Run, Timeline, _anchor, _verdict, _write_atomic, load_run
 from .plots import PANELS, _fault_colour, plot_panel
 
+def _check_line(check: dict) -> str:
+    verdict = _verdict(check.get("verdict"))
+    return (f'<div class="check" title="{_e(check.get("message"))}">{_badge(verdict)} '
+            f'{_e(check.get("name"))}: <span class="exp">expected</span> {_e(check.get("expected"))} '
+            f'<span class="exp">measured</span> {_e(check.get("measured"))}</div>')
+
+
 def _checks_cell(arm: dict) -> str:
-    parts = []
-    for check in arm.get("checks") or []:
-        if not isinstance(check, dict):
-            continue
-        verdict = _verdict(check.get("verdict"))
-        parts.append(f'<div class="check" title="{_e(check.get("message"))}">{_badge(verdict)} '
-                     f'{_e(check.get("name"))}: <span class="exp">expected</span> {_e(check.get("expected"))} '
-                     f'<span class="exp">measured</span> {_e(check.get("measured"))}</div>')
-    return "".join(parts) or '<span class="small">no checks</span>'
+    """The checks that did not pass, in the open; the passed ones folded away (<details>)."""
+    checks = [c for c in arm.get("checks") or [] if isinstance(c, dict)]
+    if not checks:
+        return '<span class="small">no checks</span>'
+    failing = facts.failing_checks(arm)
+    passed = [c for c in checks if c.get("verdict") == "PASSED"]
+    parts = [_check_line(c) for c in failing]
+    if passed:
+        parts.append(f'<details class="passed"><summary>{len(passed)} passed check{"s" if len(passed) != 1 else ""}'
+                     f"</summary>{''.join(_check_line(c) for c in passed)}</details>")
+    return "".join(parts)
+
+
+def _recovery_cell(data: dict, tag: str = "td") -> str:
+    """Recovery time; "not recovered" in red (class not-recovered), distinct from "–" (nothing to recover from)."""
+    text, not_recovered = facts.recovery(data)
+    if not_recovered:
+        return f'<{tag} class="num not-recovered" title="the recovery check failed: {_e(_recovery_message(data))}">' \
+               f"{_e(text)}</{tag}>"
+    return f'<{tag} class="num">{_e(text)}</{tag}>'
+
+
+def _recovery_message(data: dict) -> str:
+    return next((str(c.get("message") or "") for c in data.get("checks") or []
+                 if isinstance(c, dict) and c.get("name") == "recovery"), "")
+
+
+def _failures_block(run: Run) -> str:
+    """The top of the page: each arm that did not pass, with its failing checks and their messages; then the
+    discriminations a suite requires that failed. "Every arm passed" when there is nothing to show."""
+    items = []
+    for experiment in run.experiments:
+        name = str(experiment.get("name", "?"))
+        for arm in run.arms.get(name, []):
+            if arm.verdict == "PASSED":
+                continue
+            checks = "".join(
+                f'<li class="failing-check" data-check="{_e(c.get("name"))}">{_badge(_verdict(c.get("verdict")))} '
+                f'<strong>{_e(c.get("name"))}</strong>: expected {_e(c.get("expected"))}, measured '
+                f'<strong>{_e(c.get("measured"))}</strong><div class="msg">{_e(c.get("message"))}</div></li>'
+                for c in facts.failing_checks(arm.data))
+            errors = "".join(f'<li class="err">environment error: {_e(e.get("message"))}</li>'
+                             for e in arm.timeline.errors if not checks)
+            body = checks + errors or f'<li class="small">{_e(arm.verdict)} with no failing check recorded</li>'
+            items.append(f'<li class="failing-arm" data-arm="{_e(arm.anchor)}">{_badge(arm.verdict)} '
+                         f'<a href="#{_e(arm.anchor)}">{_e(name)} / {_e(arm.profile)}</a>'
+                         f"<ul>{body}</ul></li>")
+        discrimination = _discrimination(experiment)
+        if discrimination is not None and discrimination.get("verdict") == "FAILED":
+            items.append(f'<li class="failing-arm" data-arm="{_e(_anchor(name))}">{_badge("FAILED")} '
+                         f'<a href="#{_e(_anchor(name))}">{_e(name)}</a>: '
+                         f'<span class="disc disc-not_discriminating">{_e(discrimination_line(discrimination))}'
+                         "</span></li>")
+    if run.results.get("error"):
+        items.append(f'<li class="err">{_e(run.results["error"])}</li>')
+    if not items:
+        return ('<section id="failures" class="failures none"><h2>failures</h2>'
+                f'<p>none: {"every arm passed" if run.experiments else "no experiment in this run"}</p></section>')
+    count = sum(1 for experiment in run.experiments for arm in run.arms.get(str(experiment.get("name", "?")), [])
+                if arm.verdict != "PASSED")
+    return (f'<section id="failures" class="failures"><h2>failures first: {count} arm{"s" if count != 1 else ""} '
+            f'did not pass</h2><ul>{"".join(items)}</ul></section>')
+
+
+def _flaky_block(run: Run) -> str:
+    """Pre-release runs repeat the suite: arms whose verdicts differ between repeats are flaky."""
+    entries = facts.flaky(run)
+    repeat = run.meta.get("repeat")
+    if not entries:
+        return (f'<p class="small" id="flaky">flaky: none (the suite ran {_e(repeat)} times; every arm gave the same '
+                "verdict each time)</p>" if isinstance(repeat, int) and repeat > 1 else "")
+    items = "".join(f'<li class="flaky-arm">{_e(facts.flaky_line(e))}</li>' for e in entries)
+    return (f'<section id="flaky" class="flaky"><h2>flaky: {len(entries)} arm{"s" if len(entries) != 1 else ""} '
+            f"whose verdicts differ between repeats</h2><ul>{items}</ul></section>")
+
+
+def _run_facts(run: Run) -> str:
+    rows = "".join(f'<tr data-fact="{_e(k)}"><th>{_e(k)}</th><td>'
+                   + (f"<code>{_e(v)}</code>" if k in ("rerun", "command", "commit") else _e(v)) + "</td></tr>"
+                   for k, v in facts.run_properties(run))
+    return f'<details class="run-facts" open><summary>run</summary><table class="facts">{rows}</table></details>'
 
 
 def _survived_note(arm: dict) -> str | None:
@@ -63,7 +143,7 @@ def _summary_table(run: Run) -> str:
                 f'<tr><td><a href="#{_e(_anchor(name))}">{_e(name)}</a></td>'
                 f'<td><a href="#{_e(arm.anchor)}">{_e(arm.profile)}</a>{role}</td>'
                 f"<td>{_badge(arm.verdict)}</td><td>{_checks_cell(data)}</td>"
-                f'<td class="num">{_seconds(data.get("recovery_s"))}</td>'
+                f"{_recovery_cell(data)}"
                 f'<td class="num">{_count(data.get("lost"))}</td><td class="num">{_count(data.get("duplicated"))}</td>'
                 f"<td>{_signature_cell(data)}</td></tr>")
     if not rows:
@@ -139,15 +219,22 @@ def _fault_table(timeline: Timeline) -> str:
     rows = []
     for window in timeline.faults:
         params = ", ".join(f"{k}={v}" for k, v in window.params.items())
-        end = f"{window.end:.1f} s" if window.end is not None else '<span class="err">not healed</span>'
+        end = (f"{window.end:.1f} s" + _wall(window.end_wall) if window.end is not None
+               else '<span class="err">not healed</span>')
         length = f"{window.end - window.start:.1f} s" if window.end is not None else "–"
         rows.append(f'<tr><td><span class="swatch" style="background:{_fault_colour(window)}"></span>'
                     f"F{window.index}</td><td><code>{_e(window.name)}</code></td><td>{_e(window.target)}</td>"
-                    f"<td><code>{_e(params)}</code></td><td class=\"num\">{window.start:.1f} s</td>"
+                    f"<td><code>{_e(params)}</code></td><td class=\"num\">{window.start:.1f} s"
+                    f"{_wall(window.start_wall)}</td>"
                     f'<td class="num">{end}</td><td class="num">{length}</td></tr>')
     return ('<table class="faults"><thead><tr><th></th><th>fault</th><th>target</th><th>params</th>'
             "<th>injected</th><th>healed</th><th>length</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _wall(wall: str | None) -> str:
+    text = facts.utc(wall)
+    return f'<br><span class="wall">{_e(text)}</span>' if text else ""
 
 
 def _log_table(run_dir: Path, timeline: Timeline) -> str:
@@ -167,10 +254,19 @@ def _arm_section(run: Run, arm: Arm) -> str:
     timeline, data = arm.timeline, arm.data
     parts = [f'<div class="arm" id="{_e(arm.anchor)}"><h3>{_e(arm.experiment)} / {_e(arm.profile)} '
              f'{_badge(arm.verdict)} <span class="small">{_e(data.get("role") or "")}</span></h3>']
-    facts = [f"recovery {_seconds(data.get('recovery_s'))}", f"lost {_count(data.get('lost'))}",
-             f"duplicated {_count(data.get('duplicated'))}"]
+    recovery_text, not_recovered = facts.recovery(data)
+    recovery = (f'recovery <span class="not-recovered">{_e(recovery_text)}</span>' if not_recovered
+                else f"recovery {_e(recovery_text)}")
+    figures = [recovery, f"lost {_count(data.get('lost'))}", f"duplicated {_count(data.get('duplicated'))}"]
     signature = _signature_cell(data)
-    parts.append(f'<p class="small">{" · ".join(facts)}{" · " + signature if signature else ""}</p>')
+    parts.append(f'<p class="small">{" · ".join(figures)}{" · " + signature if signature else ""}</p>')
+    started = facts.utc(timeline.first_wall)
+    phases = " · ".join(f"{_e(name)} {_e(facts.utc(wall))}" for name, wall in timeline.phase_walls.items())
+    seed = facts.seed(arm)
+    parts.append(f'<p class="small arm-facts">started <span class="wall">{_e(started or "?")}</span>'
+                 f'{" · " + phases if phases else ""} · seed {_e(seed if seed is not None else "?")}<br>'
+                 f"rerun: <code>{_e(facts.rerun_command(run, f'{arm.experiment}/{arm.profile}'))}</code> · "
+                 f"or: <code>{_e(facts.run_command(run, arm))}</code></p>")
     for error in timeline.errors:
         parts.append(f'<p class="err">environment error at {float(error["t"]):.1f} s: {_e(error.get("message"))}</p>')
     if timeline.problem:
@@ -229,18 +325,17 @@ def _experiment_section(run: Run, experiment: dict) -> str:
 def render_report(run: Run) -> str:
     verdict = run.verdict
     meta = run.meta
-    facts = [f"suite {meta.get('suite', '?')}", f"backend {meta.get('backend', '?')}",
-             f"scale {meta.get('scale', '?')}", f"status {run.status}"]
+    banner = [f"suite {meta.get('suite', '?')}", f"backend {meta.get('backend', '?')}",
+              f"scale {meta.get('scale', '?')}", f"commit {facts.commit(run)[:12]}", f"status {run.status}"]
     if run.started:
-        facts.append(f"started {run.started}")
+        banner.append(f"started {facts.utc(run.started)}")
     if _duration(meta):
-        facts.append(_duration(meta))
+        banner.append(_duration(meta))
     body = [f'<div class="banner" style="background:{VERDICT_COLOURS[verdict]}"><h1>{_e(verdict)}</h1>'
-            f'<span>{_e(run.dir.name)}</span><span class="meta">{_e(" · ".join(facts))}</span></div>',
+            f'<span>{_e(run.dir.name)}</span><span class="meta">{_e(" · ".join(banner))}</span></div>',
+            _failures_block(run), _flaky_block(run), _run_facts(run),
             *_mutation_section(run.results.get("mutation")),
             "<h2>verdicts</h2>", _summary_table(run), _discrimination_table(run)]
-    if run.results.get("error"):
-        body.append(f'<p class="err">{_e(run.results["error"])}</p>')
     body += [_experiment_section(run, experiment) for experiment in run.experiments]
     logs = sorted((run.dir / "logs").glob("*.log")) if (run.dir / "logs").is_dir() else []
     if logs:
@@ -248,7 +343,7 @@ def render_report(run: Run) -> str:
                         f'<span class="small">{p.stat().st_size:,} B</span></li>' for p in logs)
         body.append(f'<h2>logs</h2><ul class="small">{items}</ul>')
     body.append('<p class="small">Built by <code>chaos report</code> from the files of this run directory '
-                "(docs/reports.md). Times are seconds since each arm started.</p>")
+                "(docs/reports.md). Plot times are seconds since each arm started; wall-clock times are UTC.</p>")
     return _page(f"{verdict} · {run.dir.name}", "".join(body))
 
 
@@ -259,7 +354,7 @@ def _mutation_section(mutation: dict | None) -> list[str]:
     """A mutate run (chaos/mutate.py): the kill rate, then the switch x experiment matrix."""
     if not isinstance(mutation, dict):
         return []
-    from .mutate import headline
+    from ..mutate import headline
 
     cells = [c for c in mutation.get("cells") or [] if isinstance(c, dict)]
     experiments = sorted({str(c.get("experiment")) for c in cells})

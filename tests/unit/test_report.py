@@ -171,7 +171,7 @@ def test_banner_gives_the_run_verdict_and_what_was_run(built):
     banner = re.search(r'<div class="banner" style="background:([^"]+)"><h1>([A-Z]+)</h1>(.*?)</div>', text).groups()
     assert banner[:2] == ("#cf222e", "FAILED")  # red
     for fact in (RUN_A, "suite smoke", "backend local", "scale 0.4", "status completed",
-                 "started 2026-11-23T08:18:54+00:00", "36 min 35 s"):  # run.json: 08:18:54 -> 08:55:29
+                 "started 2026-11-23 08:18:54 UTC", "36 min 35 s"):  # run.json: 08:18:54 -> 08:55:29
         assert fact in banner[2], fact
     assert "<title>FAILED · 20261123T081854-smoke-13866</title>" in text
 
@@ -188,8 +188,10 @@ def test_a_row_per_arm_with_each_target_expected_vs_measured_recovery_lost_and_d
         for check in arm["checks"]:  # every target of the arm, with both values
             assert (f"{escape(check['name'])}: <span class=\"exp\">expected</span> {escape(check['expected'])} "
                     f"<span class=\"exp\">measured</span> {escape(check['measured'])}</div>") in row, check["name"]
-        numbers = re.findall(r'<td class="num">([^<]*)</td>', row)
-        recovery = "–" if arm["recovery_s"] is None else f"{arm['recovery_s']:.1f} s"
+        numbers = re.findall(r'<td class="num(?: not-recovered)?"[^>]*>([^<]*)</td>', row)
+        not_recovered = any(c["name"] == "recovery" and c["verdict"] == "FAILED" for c in arm["checks"])
+        recovery = ("not recovered" if not_recovered else "–") if arm["recovery_s"] is None \
+            else f"{arm['recovery_s']:.1f} s"
         assert numbers == [recovery, str(arm["lost"]), str(arm["duplicated"])]
     # the real numbers, pinned
     kafka, hardened, _, latency_naive, sst_naive, crash = rows
@@ -298,6 +300,12 @@ def test_fault_windows_phases_and_recovery_are_drawn_in_every_plot_of_an_arm(bui
         assert label in crash
 
 
+def wall(record_wall: str) -> str:
+    """The page's wall-clock time of a record (UTC, with the date), as a regex."""
+    assert record_wall.endswith("+00:00")
+    return re.escape(f'<br><span class="wall">{record_wall[:10]} {record_wall[11:23]} UTC</span>')
+
+
 def test_the_fault_table_gives_the_recorded_inject_and_heal_times(built):
     _, text = built
     for experiment, profile in ARMS_A:
@@ -308,17 +316,19 @@ def test_the_fault_table_gives_the_recorded_inject_and_heal_times(built):
             if record["type"] == "fault":
                 key = (record["name"], record["target"])
                 if record["state"] == "injected":
-                    injected.setdefault(key, record["t"])
+                    injected.setdefault(key, (record["t"], record["wall"]))
                 elif record["state"] == "healed":
-                    healed[key] = record["t"]
+                    healed[key] = (record["t"], record["wall"])
         assert table.count("<tr>") == 1 + len(injected)
-        for (name, target), start in injected.items():
-            end = healed[(name, target)]
+        for (name, target), (start, start_wall) in injected.items():
+            end, end_wall = healed[(name, target)]
             assert re.search(rf"<code>{re.escape(name)}</code></td><td>{re.escape(target)}</td><td><code>[^<]*</code>"
-                             rf'</td><td class="num">{start:.1f} s</td><td class="num">{end:.1f} s</td>'
+                             rf'</td><td class="num">{start:.1f} s{wall(start_wall)}</td>'
+                             rf'<td class="num">{end:.1f} s{wall(end_wall)}</td>'
                              rf'<td class="num">{end - start:.1f} s</td>', table), (experiment, profile, name)
     assert re.search(r"<code>process.kill</code></td><td>broker</td><td><code>signal=9, count=1, interval=None"
-                     r'</code></td><td class="num">74.3 s</td><td class="num">88.8 s</td>', text)
+                     r'</code></td><td class="num">74.3 s<br><span class="wall">2026-11-23 08:52:39.281 UTC</span></td>'
+                     r'<td class="num">88.8 s<br><span class="wall">2026-11-23 08:52:53.800 UTC</span></td>', text)
 
 
 @pytest.mark.parametrize("run, arms, matches", [(RUN_A, ARMS_A, 3 + 4), (RUN_B, ARMS_B, 6)])
@@ -446,7 +456,7 @@ def test_junit_has_one_case_per_arm_with_the_failed_targets_as_message(runs):
     want = arm_results()
     for key, case in by_key.items():
         verdict = want[key]["verdict"]
-        children = [c.tag for c in case if c.tag != "system-out"]
+        children = [c.tag for c in case if c.tag not in ("system-out", "properties")]
         assert children == (["failure"] if verdict == "FAILED" else []), key
         out = case.find("system-out").text
         assert f"verdict {verdict}" in out and f"report: index.html#{key[0]}--{key[1]}" in out
@@ -480,7 +490,7 @@ def test_junit_maps_every_verdict(runs, verdict, element):
     results_path.write_text(json.dumps(data))
     suite = ET.parse(write_junit(runs / RUN_A)).getroot().find("testsuite")
     case = suite.find("testcase[@classname='process-crash'][@name='hardened']")
-    children = [c.tag for c in case if c.tag != "system-out"]
+    children = [c.tag for c in case if c.tag not in ("system-out", "properties")]
     assert children == ([element] if element else [])
     if element:
         assert verdict in case.find(element).get("message")

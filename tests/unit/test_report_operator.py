@@ -1,0 +1,257 @@
+"""What issue 18 asks of the report for an on-call engineer and a release manager, checked on the fixture runs
+(tests/fixtures/runs: cuts of real smoke runs; run A FAILED with two arms not recovered, run B PASSED):
+failures first, "not recovered" in red, thresholds on the plots, wall-clock times, one state measure, the trend's
+throughput, seed/scale/backend/commit and the rerun commands, and the pre-release flaky list. Pure: no browser."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import xml.etree.ElementTree as ET
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from chaos.history import read_history
+from chaos.report import write_junit, write_report
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+RUN_A = "20261123T081854-smoke-13866"   # FAILED: kafka-broker-disconnect/hardened (a probe), driver-latency/naive
+RUN_B = "20261123T085731-smoke-464"     # and process-crash/hardened (not recovered) failed; PASSED
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("operator") / "runs"
+    shutil.copytree(FIXTURES, target, symlinks=True)
+    return target
+
+
+@pytest.fixture(scope="module")
+def page_a(runs) -> str:
+    return write_report(runs / RUN_A).read_text()
+
+
+@pytest.fixture(scope="module")
+def junit_a(runs) -> ET.Element:
+    return ET.parse(write_junit(runs / RUN_A)).getroot()
+
+
+def results(run: str = RUN_A) -> dict:
+    return json.loads((FIXTURES / run / "results.json").read_text())
+
+
+def failing(run: str = RUN_A) -> dict[tuple[str, str], list[dict]]:
+    """(experiment, arm) -> its checks that did not pass, for every arm that did not pass."""
+    return {(e["name"], a["profile"]): [c for c in a["checks"] if c["verdict"] != "PASSED"]
+            for e in results(run)["experiments"] for a in e["arms"] if a["verdict"] != "PASSED"}
+
+
+def failures_block(text: str) -> str:
+    start = text.index('<section id="failures"')
+    return text[start:text.index("</section>", start)]
+
+
+def arm_section(text: str, anchor: str) -> str:
+    start = text.index(f'<div class="arm" id="{anchor}">')
+    ends = [i for i in (text.find('<div class="arm"', start + 1), text.find("<section", start)) if i > 0]
+    return text[start:min(ends) if ends else len(text)]
+
+
+# -- failures first ----------------------------------------------------------------------------------------------
+def test_the_failures_block_comes_first_and_lists_each_failing_check_with_its_message(page_a):
+    body = page_a[page_a.index("<body>"):]
+    banner_end = body.index("</div>")
+    assert body.index('<section id="failures"') == banner_end + len("</div>")  # right under the banner
+    assert body.index('<section id="failures"') < body.index('<table class="summary">')
+    block = failures_block(page_a)
+    want = failing()
+    assert len(want) == 3
+    assert "failures first: 3 arms did not pass" in block
+    assert block.count('<li class="failing-arm"') == len(want)
+    for (experiment, profile), checks in want.items():
+        assert f'data-arm="{experiment}--{profile}"' in block and f'href="#{experiment}--{profile}"' in block
+        for check in checks:
+            assert f'data-check="{check["name"]}"' in block, check["name"]
+            assert unescape(f'<div class="msg">{check["message"]}</div>') in unescape(block), check["message"]
+    # the real messages, pinned
+    assert "4 of 7 measured steady samples outside [1, inf]; first 0 at t=22.4s" in block
+    assert block.count('data-check="recovery"') == 2
+
+
+def test_a_passed_run_says_none_failed(runs):
+    block = failures_block(write_report(runs / RUN_B).read_text())
+    assert 'class="failures none"' in block and "every arm passed" in block
+
+
+def test_passed_checks_fold_away_and_failing_ones_stay_open(page_a):
+    rows = page_a[page_a.index('<table class="summary">'):]
+    rows = rows[:rows.index("</table>")].split("<tr>")[2:]
+    arms = [(e["name"], a) for e in results()["experiments"] for a in e["arms"]]
+    assert len(rows) == len(arms)
+    for row, (_, arm) in zip(rows, arms):
+        passed = [c for c in arm["checks"] if c["verdict"] == "PASSED"]
+        folded = re.search(r'<details class="passed"><summary>(\d+) passed checks?</summary>(.*?)</details>', row)
+        assert folded is not None and int(folded.group(1)) == len(passed)
+        for check in arm["checks"]:
+            inside = f">{check['verdict']}</span> {check['name']}:" in folded.group(2)
+            assert inside == (check["verdict"] == "PASSED"), check["name"]
+
+
+# -- not recovered -----------------------------------------------------------------------------------------------
+def test_not_recovered_is_red_and_distinct_from_not_applicable(page_a):
+    rows = page_a[page_a.index('<table class="summary">'):]
+    rows = rows[:rows.index("</table>")].split("<tr>")[2:]
+    cells = [re.search(r'<td class="num([^"]*)"[^>]*>([^<]*)</td>', row).groups() for row in rows]
+    assert cells == [("", "6.4 s"), ("", "4.2 s"), ("", "–"), (" not-recovered", "not recovered"), ("", "–"),
+                     (" not-recovered", "not recovered")]
+    assert ".not-recovered{color:#cf222e" in page_a  # red
+    for anchor in ("driver-latency--naive", "process-crash--hardened"):
+        assert 'recovery <span class="not-recovered">not recovered</span>' in arm_section(page_a, anchor)
+    assert "recovery –" in arm_section(page_a, "slow-s3-put--naive")  # no fault healed to recover from
+
+
+# -- wall clock --------------------------------------------------------------------------------------------------
+def utc(wall: str) -> str:
+    return f"{wall[:10]} {wall[11:23]} UTC"
+
+
+@pytest.mark.parametrize("experiment,profile", [("kafka-broker-disconnect", "hardened"),
+                                                ("process-crash", "hardened")])
+def test_each_arm_shows_when_it_started_and_each_fault_its_wall_clock_inject_and_heal(page_a, experiment, profile):
+    records = read_history(FIXTURES / RUN_A / experiment / profile / "history.jsonl")
+    section = arm_section(page_a, f"{experiment}--{profile}")
+    assert f'started <span class="wall">{utc(records[0]["wall"])}</span>' in section
+    steady = next(r for r in records if r["type"] == "phase" and r["name"] == "steady")
+    assert f"steady {utc(steady['wall'])}" in section
+    faults = [r for r in records if r["type"] == "fault" and r["state"] in ("injected", "healed")]
+    assert faults
+    for record in faults:
+        assert f'<span class="wall">{utc(record["wall"])}</span>' in section, record
+
+
+# -- what was run, and how to run it again ----------------------------------------------------------------------
+def test_the_page_gives_seed_scale_backend_commit_and_the_rerun_commands(runs, page_a):
+    facts = dict(re.findall(r'<tr data-fact="([^"]+)"><th>[^<]*</th><td>(?:<code>)?([^<]*)', page_a))
+    assert facts["scale"] == "0.4" and facts["backend"] == "local" and facts["suite"] == "smoke"
+    assert facts["seeds"] == ", ".join(str(s) for s in sorted({json.loads(p.read_text())["seed"]
+                                                               for p in (FIXTURES / RUN_A).glob("*/spec.json")}))
+    assert facts["commit"] == "unknown"  # recorded by runs made since; these fixtures predate it
+    assert unescape(facts["rerun"]) == shlex.join(["chaos", "rerun", str(runs / RUN_A)])
+    assert unescape(facts["command"]) == "chaos run --suite smoke --out /tmp/runs"
+    section = unescape(arm_section(page_a, "process-crash--hardened"))
+    seed = json.loads((FIXTURES / RUN_A / "process-crash" / "spec.json").read_text())["seed"]
+    assert f"seed {seed}" in section
+    assert f"chaos rerun {runs / RUN_A} process-crash/hardened" in section
+    assert f"chaos run process-crash --seed {seed} --scale 0.4 --backend local --arms hardened" in section
+
+
+def test_the_commit_is_shown_when_run_json_has_it(runs, tmp_path):
+    run = tmp_path / RUN_B
+    shutil.copytree(runs / RUN_B, run)
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "commit": "0123456789abcdef0123"}))
+    text = write_report(run).read_text()
+    assert "commit 0123456789ab" in text and '<tr data-fact="commit"><th>commit</th><td><code>0123456789abcdef0123' in text
+    properties = {p.get("name"): p.get("value") for p in ET.parse(write_junit(run)).getroot().iter("property")}
+    assert properties["commit"] == "0123456789abcdef0123"
+
+
+# -- flaky ---------------------------------------------------------------------------------------------------------
+FLAKY = [{"experiment": "slow-s3-put", "profile": "hardened", "verdicts": ["PASSED", "FAILED", "PASSED"]}]
+
+
+@pytest.fixture
+def flaky_run(runs, tmp_path) -> Path:
+    """Run B as a pre-release run would record it: repeated 3 times, one arm's verdicts differing (the `flaky`
+    list chaos/checkers.py flaky_arms writes into results.json)."""
+    run = tmp_path / RUN_B
+    shutil.copytree(runs / RUN_B, run)
+    for name, change in (("results.json", {"flaky": FLAKY}), ("run.json", {"repeat": 3, "suite": "pre-release"})):
+        data = json.loads((run / name).read_text())
+        (run / name).write_text(json.dumps({**data, **change}))
+    return run
+
+
+def test_the_flaky_list_is_in_the_page(flaky_run):
+    text = write_report(flaky_run).read_text()
+    block = text[text.index('<section id="flaky"'):]
+    assert "flaky: 1 arm whose verdicts differ between repeats" in block
+    assert '<li class="flaky-arm">slow-s3-put / hardened: PASSED, FAILED, PASSED over 3 repeats</li>' in block
+    assert text.index('<section id="flaky"') < text.index('<table class="summary">')
+
+
+def test_the_flaky_list_is_in_junit(flaky_run):
+    root = ET.parse(write_junit(flaky_run)).getroot()
+    suite = root.find("testsuite")
+    properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert properties["flaky_count"] == "1"
+    assert properties["flaky"] == "slow-s3-put / hardened: PASSED, FAILED, PASSED over 3 repeats"
+
+
+def test_the_flaky_list_is_in_the_console_summary(flaky_run):
+    from chaos.report import flaky_lines
+
+    lines = flaky_lines(json.loads((flaky_run / "results.json").read_text()))
+    assert lines == ["FLAKY (1 arm whose verdicts differ between repeats):",
+                     "FLAKY      slow-s3-put / hardened: PASSED, FAILED, PASSED over 3 repeats"]
+    assert flaky_lines(results(RUN_B)) == []
+
+
+def test_a_repeated_run_without_flaky_arms_says_so(flaky_run):
+    data = json.loads((flaky_run / "results.json").read_text())
+    (flaky_run / "results.json").write_text(json.dumps({**data, "flaky": []}))
+    assert 'flaky: none (the suite ran 3 times' in write_report(flaky_run).read_text()
+
+
+# -- junit properties --------------------------------------------------------------------------------------------
+def test_junit_has_the_run_facts_as_suite_properties(runs, junit_a):
+    suites = junit_a.findall("testsuite")
+    assert len(suites) == 1 and len(suites[0].findall("properties")) == 1  # one <properties> per testsuite
+    properties = {p.get("name"): p.get("value") for p in suites[0].find("properties")}
+    assert properties["suite"] == "smoke" and properties["backend"] == "local" and properties["scale"] == "0.4"
+    assert properties["commit"] == "unknown" and properties["started"] == "2026-11-23 08:18:54 UTC"
+    assert properties["rerun"] == shlex.join(["chaos", "rerun", str(runs / RUN_A)])
+    assert properties["flaky_count"] == "0"
+
+
+def test_junit_has_each_arms_seed_rerun_recovery_lost_and_duplicated(runs, junit_a):
+    cases = {(c.get("classname"), c.get("name")): c for c in junit_a.iter("testcase")}
+    for experiment in results()["experiments"]:
+        seed = json.loads((FIXTURES / RUN_A / experiment["name"] / "spec.json").read_text())["seed"]
+        for arm in experiment["arms"]:
+            case = cases[(experiment["name"], arm["profile"])]
+            properties = {p.get("name"): p.get("value") for p in case.find("properties")}
+            assert properties["seed"] == str(seed) and properties["scale"] == "0.4"
+            assert properties["backend"] == "local" and properties["verdict"] == arm["verdict"]
+            assert properties["lost"] == str(arm["lost"]) and properties["duplicated"] == str(arm["duplicated"])
+            assert properties["rerun"] == shlex.join(["chaos", "rerun", str(runs / RUN_A),
+                                                      f"{experiment['name']}/{arm['profile']}"])
+            assert properties["run_command"] == (f"chaos run {experiment['name']} --seed {seed} --scale 0.4 "
+                                                 f"--backend local --arms {arm['profile']}")
+            if arm["recovery_s"] is not None:
+                assert properties["recovery_s"] == str(arm["recovery_s"]) and properties["recovered"] == "true"
+            assert re.fullmatch(r"2026-11-23 \d\d:\d\d:\d\d\.\d{3} UTC", properties["started"])
+    crash = {p.get("name"): p.get("value") for p in cases[("process-crash", "hardened")].find("properties")}
+    assert crash["recovered"] == "false" and "recovery_s" not in crash
+    assert crash["fault.F1"].startswith("process.kill on job-driver: injected 2026-11-23 08:52:01.281 UTC, healed ")
+    out = cases[("process-crash", "hardened")].find("system-out").text
+    assert "recovery not recovered" in out
+
+
+def test_the_end_of_a_run_prints_the_flaky_list_on_the_console(flaky_run):
+    from chaos.run import write_report as finish_run
+
+    said: list[str] = []
+    finish_run(flaky_run, said.append)
+    assert "FLAKY      slow-s3-put / hardened: PASSED, FAILED, PASSED over 3 repeats" in said
+    assert (flaky_run / "index.html").is_file() and (flaky_run / "junit.xml").is_file()
+
+
+def test_a_run_records_the_commit_it_ran_from(tmp_path):
+    from chaos.run import source_commit
+
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", source_commit() or "")
+    assert source_commit(tmp_path) is None  # not a git checkout (an installed package): not recorded
