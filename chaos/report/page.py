@@ -6,7 +6,7 @@ from pathlib import Path
 from . import facts
 from .markup import _badge, _count, _duration, _e, _link, _page
 from .model import VERDICT_COLOURS, Arm, Run, Timeline, _anchor, _verdict, _write_atomic, load_run
-from .plots import PANELS, _fault_colour, plot_panel
+from .plots import LEGACY_STATE_BYTES, PANELS, _fault_colour, plot_panel, thresholds
 
 def _check_line(check: dict) -> str:
     verdict = _verdict(check.get("verdict"))
@@ -273,12 +273,15 @@ def _arm_section(run: Run, arm: Arm) -> str:
         parts.append(f'<p class="err">{_e(timeline.problem)}</p>')
     parts.append(_fault_table(timeline))
     if timeline.samples:
-        plots = []
+        plots, limits = [], thresholds(arm)
+        legacy = not any("state_sst_bytes" in s for s in timeline.samples)
         for panel in PANELS:
-            svg = plot_panel(panel, timeline, data, salt=f"{arm.anchor}-{panel.slug}")
+            svg = plot_panel(panel, timeline, data, salt=f"{arm.anchor}-{panel.slug}", limits=limits)
             if svg is None:
+                why = LEGACY_STATE_BYTES if legacy and any(m.key == "state_sst_bytes" for m in panel.metrics) else ""
                 plots.append(f'<div class="plot nodata" data-panel="{panel.slug}"><div class="title">'
-                             f"{_e(panel.title)}</div><div>no data</div></div>")
+                             f"{_e(panel.title)}</div><div>no data</div>"
+                             + (f'<div class="small why">{_e(why)}</div>' if why else "") + "</div>")
             else:
                 plots.append(f'<div class="plot" data-panel="{panel.slug}">{svg}</div>')
         parts.append(f'<div class="plots">{"".join(plots)}</div>')

@@ -6,7 +6,10 @@ import math
 import re
 from dataclasses import dataclass
 
-from .model import FaultWindow, Timeline, _number
+from typing import Sequence
+
+from .model import Arm, FaultWindow, Timeline, _number
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -30,9 +33,14 @@ PANELS = (
     Panel("lag", "Kafka lag (records)", (Metric("lag", "lag", "records"),)),
     Panel("batch", "batch duration (s)", (Metric("batch_duration_ms", "batch", "s", 0.001, points=True),)),
     Panel("state-rows", "state rows", (Metric("state_rows", "state rows", "rows"),)),
-    Panel("state-bytes", "state size (bytes)", (Metric("state_bytes", "state", "B"),)),
+    # One measure: RocksDB's SST files on disk. The sample's state_bytes falls back to in-memory bytes while no SST
+    # exists, so plotting it mixed two measures (a 4 MB memory spike between KB of SST); histories recorded before
+    # state_sst_bytes existed show "no data" with why (LEGACY_STATE_BYTES).
+    Panel("state-bytes", "state on disk (RocksDB SST bytes)", (Metric("state_sst_bytes", "SST on disk", "B"),)),
     Panel("checkpoint", "checkpoint size (bytes)", (Metric("checkpoint_bytes", "checkpoint", "B"),)),
 )
+LEGACY_STATE_BYTES = ("not recorded: this history predates state_sst_bytes; its state_bytes mixes on-disk SST and "
+                      "in-memory bytes, so it is not plotted")
 FAULT_COLOURS = ("#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
 
@@ -133,8 +141,88 @@ def _format_axis(ax, metric: Metric) -> None:
         ax.yaxis.set_major_formatter(EngFormatter(sep=""))
 
 
-def plot_panel(panel: Panel, timeline: Timeline, arm: dict, salt: str) -> str | None:
-    """An inline <svg> of one panel, or None when every metric of it is null in every sample."""
+@dataclass(frozen=True)
+class Threshold:
+    """A bound from the spec drawn on a plot: a horizontal line at `value` over [start, end] (None: the whole x)."""
+    metric: str      # the sample field it bounds
+    value: float
+    label: str
+    slug: str        # in the SVG group id: threshold-<slug>
+    start: float | None = None
+    end: float | None = None
+    colour: str = "#9a6700"
+
+
+def _finite(value: object) -> float | None:
+    number = _number(value)
+    return number if number is not None and math.isfinite(number) else None
+
+
+def thresholds(arm: Arm) -> list[Threshold]:
+    """The bounds of an arm's spec.json that have a line on a plot: each steady-state probe's minimum and maximum
+    over its phases; the recovery target's lag_below from the last heal on; max_lag; state max_rows and
+    max_rows_per_key x live keys."""
+    spec, targets, timeline = arm.spec, arm.targets, arm.timeline
+    lines: list[Threshold] = []
+    for probe in spec.get("probes") or []:
+        if not isinstance(probe, dict):
+            continue
+        metric = str(probe.get("metric"))
+        phases = [str(p) for p in probe.get("phases") or []]
+        windows = [w for w in (timeline.phase_window(p) for p in phases) if w is not None] or [(None, None)]
+        for bound, sign in (("minimum", "≥"), ("maximum", "≤")):
+            value = _finite(probe.get(bound))
+            if value is None:
+                continue
+            for start, end in windows:
+                lines.append(Threshold(metric, value, f"probe {sign} {value:g} ({', '.join(phases)})",
+                                       f"probe-{metric}-{bound}", start, end))
+    recovery = targets.get("recovery") if isinstance(targets.get("recovery"), dict) else {}
+    lag_below = _finite(recovery.get("lag_below"))
+    if lag_below is not None:
+        start = timeline.last_heal()
+        if start is None:
+            start = next((t for n, b, t in timeline.phases if n == "recover" and b == "start"), None)
+        lines.append(Threshold("lag", lag_below, f"recovery: lag < {lag_below:g} within "
+                               f"{_finite(recovery.get('within')) or 0:g} s", "recovery-lag_below", start, None,
+                               "#1a7f37"))
+    max_lag = _finite(targets.get("max_lag"))
+    if max_lag is not None:
+        lines.append(Threshold("lag", max_lag, f"max lag {max_lag:g}", "max_lag", colour="#cf222e"))
+    state = targets.get("state") if isinstance(targets.get("state"), dict) else {}
+    max_rows = _finite(state.get("max_rows"))
+    if max_rows is not None:
+        lines.append(Threshold("state_rows", max_rows, f"max rows {max_rows:g}", "state-max_rows", colour="#cf222e"))
+    per_key = _finite(state.get("max_rows_per_key"))
+    workload = spec.get("workload") if isinstance(spec.get("workload"), dict) else {}
+    live_keys = _finite(workload.get("rotation_live_actors") if workload.get("shape") == "rotating"
+                        else workload.get("keys"))
+    if per_key is not None and live_keys:
+        lines.append(Threshold("state_rows", per_key * live_keys,
+                               f"max {per_key:g} rows/key x {live_keys:g} keys", "state-max_rows_per_key",
+                               colour="#cf222e"))
+    return lines
+
+
+def _draw_thresholds(ax, metric: Metric, lines: Sequence[Threshold], x_start: float, x_end: float) -> None:
+    from matplotlib.transforms import blended_transform_factory
+
+    transform = blended_transform_factory(ax.transData, ax.transData)
+    for line in lines:
+        if line.metric != metric.key:
+            continue
+        start = line.start if line.start is not None else x_start
+        end = line.end if line.end is not None else x_end
+        y = line.value * metric.scale
+        ax.hlines(y, start, end, colors=line.colour, linestyles="--", linewidth=1.0, gid=f"threshold-{line.slug}")
+        ax.text(start, y, " " + line.label, transform=transform, fontsize=5.5, color=line.colour, va="bottom",
+                ha="left", clip_on=True, parse_math=False)
+
+
+def plot_panel(panel: Panel, timeline: Timeline, arm: dict, salt: str,
+               limits: Sequence[Threshold] = ()) -> str | None:
+    """An inline <svg> of one panel, or None when every metric of it is null in every sample. `limits`: the spec's
+    bounds (thresholds(arm)) drawn on the panels of their metrics."""
     series = [(m, timeline.values(m.key)) for m in panel.metrics]
     if not any(v is not None for _, values in series for v in values):
         return None
@@ -154,6 +242,8 @@ def plot_panel(panel: Panel, timeline: Timeline, arm: dict, salt: str) -> str | 
             ax.plot(ts, ys, linewidth=1.1, color=colour, label=metric.label, gid=f"series-{metric.key}")
     _format_axis(ax, panel.metrics[0])
     ax.set_xlim(span[0], max(span[1], span[0] + 1))
+    for metric in panel.metrics:
+        _draw_thresholds(ax, metric, limits, span[0], span[1])
     ax.set_ylim(bottom=0)
     ax.set_xlabel("seconds since the arm started", fontsize=7)
     _decorate(ax, timeline, span[1], arm)

@@ -28,6 +28,8 @@ RUN_A = "20261123T081854-smoke-13866"   # the first real smoke run: the cut is F
 RUN_B = "20261123T085731-smoke-464"     # the second, 39 minutes later: the cut is PASSED
 ARMS_A = [("kafka-broker-disconnect", "hardened"), ("slow-s3-put", "hardened"), ("slow-s3-put", "naive"),
           ("driver-latency", "naive"), ("corrupted-sst", "naive"), ("process-crash", "hardened")]
+# Plots drawn per arm with samples: every panel but the state on disk (state_sst_bytes), which these histories predate.
+DRAWN = len(PANELS) - 1
 ARMS_B = [("kafka-broker-disconnect", "hardened"), ("kafka-broker-disconnect", "naive"), ("slow-s3-put", "hardened"),
           ("driver-latency", "naive"), ("process-crash", "hardened")]
 
@@ -278,7 +280,7 @@ def test_fault_windows_phases_and_recovery_are_drawn_in_every_plot_of_an_arm(bui
     _, text = built
     hardened = section(text, "slow-s3-put--hardened")
     svgs = re.findall(r"<svg.*?</svg>", hardened, flags=re.S)
-    assert len(svgs) == 6
+    assert len(svgs) == DRAWN
     for svg in svgs:
         for label in ("F1 network.latency", "F2 network.bandwidth", "steady", "inject", "recover", "recovery 4.2 s"):
             assert label in svg, label
@@ -290,7 +292,7 @@ def test_fault_windows_phases_and_recovery_are_drawn_in_every_plot_of_an_arm(bui
         assert latency / recovery[0] == pytest.approx(24.0 / 4.2, rel=0.03)
     # the naive control of driver-latency never recovered: a red bar from the last heal to the end, in every plot
     naive = re.findall(r"<svg.*?</svg>", section(text, "driver-latency--naive"), flags=re.S)
-    assert len(naive) == 6
+    assert len(naive) == DRAWN
     for svg in naive:
         assert "not recovered" in svg and "F2 process.pause" in svg
         assert [c for c, o, _ in spans(svg) if o == 0.8] == ["#cf222e"]
@@ -421,7 +423,7 @@ def test_an_arm_without_history_and_a_smoke_run_still_report(runs):
     (runs / RUN_A / "driver-latency" / "naive" / "history.jsonl").unlink()
     _, text = build(runs, RUN_A)
     assert "no history recorded (history.jsonl is missing)" in section(text, "driver-latency--naive")
-    assert text.count("<svg") == (len(ARMS_A) - 1) * len(PANELS)
+    assert text.count("<svg") == (len(ARMS_A) - 1) * DRAWN
     smoke = runs / "20261123T000000-stack-smoke-1"
     smoke.mkdir()
     (smoke / "results.json").write_text(json.dumps({"ok": True, "start_s": {"kafka": 11.0}}))
@@ -513,18 +515,32 @@ def test_regressions_are_worse_than_the_previous_median_by_more_than_the_margin(
     assert find_regressions([NOT_RECOVERED, NOT_RECOVERED], 0.2, higher_is_better=False) == [False, False]
 
 
-def test_throughput_is_the_median_processed_rate_of_steady_samples(tmp_path):
-    ticks = iter([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+def test_throughput_is_the_events_processed_over_the_steady_phase(tmp_path):
+    """Batches that complete every few seconds make the rolling rate 0 in most samples: its median read 0 events/s
+    where the job processed 100 events/s on average. The integral of the rate over the phase is what it processed."""
+    ticks = iter(range(20))
     with HistoryWriter(tmp_path / "history.jsonl", clock=lambda: next(ticks)) as writer:
         writer.phase("steady", "start")
-        for rate in (100, 300, 200):
+        for rate in (0, 0, 400, 0, 0, 0, 200, 0):  # t = 1..8: 1000 events over 7 s (trapezoids)
             writer.sample(processed_rate=rate, state_rows=rate)
         writer.phase("steady", "end")
         writer.sample(processed_rate=0, state_rows=900)
     arm = Arm("x", {"profile": "hardened", "recovery_s": None,
                     "checks": [{"name": "recovery", "verdict": "FAILED"}]}, tmp_path,
               load_timeline(tmp_path / "history.jsonl"))
-    assert arm_figures(arm) == {"recovery_s": NOT_RECOVERED, "throughput": 200, "max_state_rows": 900}
+    figures = arm_figures(arm)
+    assert figures == {"recovery_s": NOT_RECOVERED, "throughput": pytest.approx(600 / 7), "max_state_rows": 900}
+    assert statistics.median([0, 0, 400, 0, 0, 0, 200, 0]) == 0  # what the trend used to show
+
+
+def steady_throughput(records: list[dict]) -> float:
+    """Events processed in the steady phase over its duration: the trapezoid integral of processed_rate."""
+    start = next(r["t"] for r in records if r["type"] == "phase" and r["name"] == "steady")
+    end = next(r["t"] for r in records if r["type"] == "phase" and r["name"] == "steady" and r["boundary"] == "end")
+    points = [(r["t"], r["processed_rate"]) for r in records if r["type"] == "sample" and start <= r["t"] <= end
+              and r.get("processed_rate") is not None]
+    events = sum((t1 - t0) * (a + b) / 2 for (t0, a), (t1, b) in zip(points, points[1:]))
+    return events / (points[-1][0] - points[0][0])
 
 
 def trend_section(text: str, experiment: str) -> tuple[str, list[str]]:
@@ -546,21 +562,20 @@ def test_trend_shows_recovery_throughput_and_state_per_arm_and_marks_the_real_re
     rows_a, rows_b = (max(r["state_rows"] for r in history(run, "kafka-broker-disconnect", "hardened")
                           if r["type"] == "sample" and r.get("state_rows") is not None) for run in (RUN_A, RUN_B))
     assert (rows_a, rows_b) == (522, 669) and rows_b > rows_a * 1.2
-    assert text.count('class="num regression"') == 1 and "1 regression marked" in text
+    # and run B processed less in its steady phase than run A, by more than 20 %, in four arms (118 -> 42 events/s
+    # for this one): regressions the median of the rolling rate hid (it read 0 events/s for run A)
+    assert text.count('class="num regression"') == 5 and "5 regressions marked" in text
     kafka, rows = trend_section(text, "kafka-broker-disconnect")
     assert [re.search(r">(2026[^<]+)</a>", r).group(1) for r in rows] == [RUN_A, RUN_B]  # in start order, no latest
     assert ('<td class="num regression" style="background:#ffebe9;color:#cf222e"><b>669 ▲ regression</b></td>'
             in rows[1])
     assert '<td class="num">522</td>' in rows[0]
     assert '<td class="num">6.4 s</td>' in rows[0] and '<td class="num">4.3 s</td>' in rows[1]  # recovery: better
-    # throughput: the median processed rate of the steady phase's samples (run A's 1 s rates were mostly 0)
-    for row, run in zip(rows, (RUN_A, RUN_B)):
-        records = history(run, "kafka-broker-disconnect", "hardened")
-        start = next(r["t"] for r in records if r["type"] == "phase" and r["name"] == "steady")
-        end = next(r["t"] for r in records if r["type"] == "phase" and r["name"] == "steady" and r["boundary"] == "end")
-        rates = [r["processed_rate"] for r in records if r["type"] == "sample" and start <= r["t"] <= end]
-        assert f'<td class="num">{statistics.median(rates):,.0f}</td>' in row
-    assert '<td class="num">0</td>' in rows[0] and '<td class="num">11</td>' in rows[1]
+    # throughput: events processed in the steady phase over its duration (run A's rolling rates were mostly 0)
+    throughput = [steady_throughput(history(run, "kafka-broker-disconnect", "hardened")) for run in (RUN_A, RUN_B)]
+    assert [round(v) for v in throughput] == [118, 42]
+    assert '<td class="num">118</td>' in rows[0]
+    assert "<b>42 ▲ regression</b>" in rows[1]
     assert ">FAILED</span>" in rows[0] and ">PASSED</span>" in rows[1]
     assert "hardened: regression" in kafka  # the red ✕ in the max state rows plot's legend
     assert len(Page(kafka).plots) == 3 and kafka.count("<svg") == 3
@@ -574,8 +589,8 @@ def test_trend_shows_recovery_throughput_and_state_per_arm_and_marks_the_real_re
     assert f'href="runs/{RUN_A}/index.html"' in text and f'href="runs/{RUN_B}/index.html"' in text
     # +28 %: flagged at a 20 % margin, not at 30 %
     relaxed = write_trend(runs, tmp_path / "relaxed.html", margin=0.3).read_text()
-    assert 'class="num regression"' not in relaxed and "0 regressions marked" in relaxed
-    assert '<td class="num">669</td>' in relaxed
+    assert "<b>669 ▲ regression</b>" not in relaxed and '<td class="num">669</td>' in relaxed
+    assert "3 regressions marked" in relaxed  # nor process-crash's throughput, 25 % lower (57 -> 43 events/s)
 
 
 # -- command line ----------------------------------------------------------------------------------------------
@@ -585,7 +600,7 @@ def test_cli_writes_report_and_junit(runs, capsys):
     assert capsys.readouterr().out.splitlines() == [f"report: {runs / RUN_B / 'index.html'}",
                                                     f"junit: {runs / RUN_B / 'junit.xml'}"]
     assert main_report(["--trend", str(runs), "--margin", "0.3"]) == 0
-    assert (runs / "trend.html").is_file() and "0 regressions marked" in (runs / "trend.html").read_text()
+    assert (runs / "trend.html").is_file() and "3 regressions marked" in (runs / "trend.html").read_text()
 
 
 @pytest.mark.parametrize("argv, fragment", [

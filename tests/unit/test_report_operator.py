@@ -255,3 +255,100 @@ def test_a_run_records_the_commit_it_ran_from(tmp_path):
 
     assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", source_commit() or "")
     assert source_commit(tmp_path) is None  # not a git checkout (an installed package): not recorded
+
+
+# -- thresholds on the plots -------------------------------------------------------------------------------------
+def panel_svg(section: str, slug: str) -> str:
+    start = section.index(f'data-panel="{slug}"')
+    return section[start:section.index("</svg>", start)]
+
+
+def test_a_probes_bounds_and_the_recovery_lag_line_are_drawn_on_their_plots(page_a):
+    section = arm_section(page_a, "kafka-broker-disconnect--hardened")
+    rates, lag = panel_svg(section, "rates"), panel_svg(section, "lag")
+    # spec.json: probe processed_rate minimum 1 in steady; recovery lag_below 1000 within 15 s
+    assert "-threshold-probe-processed_rate-minimum" in rates and "probe ≥ 1 (steady)" in rates
+    assert "-threshold-recovery-lag_below" in lag and "recovery: lag &lt; 1000 within 15 s" in lag
+    for slug in ("batch", "state-rows", "checkpoint"):
+        assert "-threshold-" not in panel_svg(section, slug), slug
+    assert "-threshold-recovery-lag_below" not in panel_svg(section, "rates")
+    # the naive control has no recovery target in this spec: no line, but the probe holds for every arm
+    naive = arm_section(page_a, "slow-s3-put--naive")
+    assert "-threshold-" not in naive
+    assert "recovery: lag &lt; 2500 within" in panel_svg(arm_section(page_a, "slow-s3-put--hardened"), "lag")
+
+
+def test_state_bounds_are_drawn_on_the_state_rows_plot(runs, tmp_path):
+    run = tmp_path / RUN_A
+    shutil.copytree(runs / RUN_A, run)
+    spec_path = run / "slow-s3-put" / "spec.json"
+    spec = json.loads(spec_path.read_text())
+    hardened = next(a for a in spec["arms"] if a["profile"] == "hardened")
+    hardened["targets"]["state"] = {"trend": "plateau", "during": ["recover"], "warmup": 0.2, "threshold": 0.3,
+                                    "max_rows_per_key": 2.5, "max_rows": 700}
+    spec_path.write_text(json.dumps(spec))
+    rows = panel_svg(arm_section(write_report(run).read_text(), "slow-s3-put--hardened"), "state-rows")
+    assert "-threshold-state-max_rows" in rows and "max rows 700" in rows
+    assert "-threshold-state-max_rows_per_key" in rows and "max 2.5 rows/key x 200 keys" in rows  # workload keys
+
+
+# -- the state panel: one measure ------------------------------------------------------------------------------------
+def test_the_state_panel_plots_on_disk_sst_bytes_only(runs, tmp_path):
+    """Histories record state_sst_bytes next to state_bytes (which falls back to in-memory bytes while no SST file
+    exists: run A's hardened arms jump 8.5 kB -> 4.2 MB -> 15 kB). The panel plots the on-disk measure alone."""
+    run = tmp_path / RUN_A
+    shutil.copytree(runs / RUN_A, run)
+    path = run / "kafka-broker-disconnect" / "hardened" / "history.jsonl"
+    records = read_history(path)
+    mixed = [r["state_bytes"] for r in records if r["type"] == "sample" and r.get("state_bytes") is not None]
+    assert 4_202_880 in mixed and max(mixed) > 100 * min(mixed)  # the in-memory fallback between SST sizes
+    lines = []
+    for record in records:
+        if record["type"] == "sample":
+            record = {**record, "state_sst_bytes": 0 if record.get("state_bytes") == 4_202_880
+                      else record.get("state_bytes")}
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n")
+    section = arm_section(write_report(run).read_text(), "kafka-broker-disconnect--hardened")
+    svg = panel_svg(section, "state-bytes")
+    assert "state on disk (RocksDB SST bytes)" in svg
+    assert "-series-state_sst_bytes" in svg and "-series-state_bytes" not in svg
+    assert "4.2MB" not in svg and "4MB" not in svg  # the in-memory bytes are not on the axis
+
+
+def test_a_history_recorded_before_state_sst_bytes_says_why_its_state_panel_is_empty(page_a):
+    section = arm_section(page_a, "kafka-broker-disconnect--hardened")
+    start = section.index('data-panel="state-bytes"')
+    panel = section[start:section.index('data-panel="checkpoint"')]
+    assert "nodata" in section[start - 30:start] and "no data" in panel
+    assert "predates state_sst_bytes; its state_bytes mixes on-disk SST and in-memory bytes" in panel
+
+
+def test_the_sampler_records_the_on_disk_bytes_apart_from_the_memory_fallback(tmp_path, monkeypatch):
+    from chaos.history import SAMPLE_FIELDS, SAMPLE_METRICS, HistoryWriter
+    from chaos.probes import Sampler
+
+    assert "state_sst_bytes" in SAMPLE_FIELDS and "state_sst_bytes" not in SAMPLE_METRICS  # not a probe metric
+    progress = [{"event": "progress", "progress": {"batchId": 3, "numInputRows": 10, "durationMs": {},
+                 "stateOperators": [{"numRowsTotal": 5, "memoryUsedBytes": 4_202_880,
+                                     "customMetrics": {"rocksdbSstFileSize": 0}}]}}]
+
+    class Tail:
+        def new(self):
+            return progress
+
+    class Logs:
+        def scan(self):
+            pass
+
+    with HistoryWriter(tmp_path / "history.jsonl") as history:
+        sampler = Sampler(history, "topic", "127.0.0.1:1", None, "bucket", "prefix", tmp_path / "progress",
+                          processes=dict, acked=lambda: 10, logs=Logs())
+        sampler.progress = Tail()
+        monkeypatch.setattr(sampler, "_lag", lambda: 0)
+        monkeypatch.setattr(sampler, "_checkpoint_size", lambda: None)
+        sampler._sample(1.0, 10)  # no SST yet: state_bytes falls back to memory, the on-disk measure is 0
+        progress[0]["progress"]["stateOperators"][0]["customMetrics"]["rocksdbSstFileSize"] = 15_375
+        sampler._sample(2.0, 10)
+    samples = [r for r in read_history(tmp_path / "history.jsonl") if r["type"] == "sample"]
+    assert [(s["state_bytes"], s["state_sst_bytes"]) for s in samples] == [(4_202_880, 0), (15_375, 15_375)]
