@@ -12,7 +12,7 @@ from typing import Sequence
 from urllib.parse import quote
 
 from .markup import _badge, _e, _page
-from .model import Arm, ReportError, Run, _anchor, _number, _write_atomic, is_run_dir, load_run
+from .model import Arm, ReportError, Run, Timeline, _anchor, _number, _write_atomic, is_run_dir, load_run
 from .plots import _figure, _style_axes, _svg
 
 # -- trends ----------------------------------------------------------------------------------------------------
@@ -26,26 +26,38 @@ class TrendMetric:
 
 TREND_METRICS = (
     TrendMetric("recovery_s", "recovery time", "s", False),
-    TrendMetric("throughput", "throughput (median processed rate, steady phase)", "events/s", True),
+    TrendMetric("throughput", "throughput (events processed / steady-phase duration)", "events/s", True),
     TrendMetric("max_state_rows", "max state rows", "rows", False),
 )
 NOT_RECOVERED = math.inf  # a failed recovery check with no recovery time: worse than any time
 
 
+def steady_throughput(timeline: Timeline) -> float | None:
+    """Events processed in the steady phase over its duration (events/s). processed_rate is a rolling rate over
+    the last few seconds of completed batches, so its integral over the phase (trapezoids between samples) is the
+    events processed in it; a median of the samples reads 0 when batches complete less often than the window.
+    None without a steady phase or with fewer than two measured samples in it."""
+    steady = timeline.phase_window("steady")
+    if steady is None or steady[1] <= steady[0]:
+        return None
+    points = [(float(s["t"]), rate) for s in timeline.samples
+              if steady[0] <= float(s["t"]) <= steady[1] and (rate := _number(s.get("processed_rate"))) is not None]
+    if len(points) < 2:
+        return None
+    events = sum((t1 - t0) * (r0 + r1) / 2 for (t0, r0), (t1, r1) in zip(points, points[1:]))
+    return events / (points[-1][0] - points[0][0]) if points[-1][0] > points[0][0] else None
+
+
 def arm_figures(arm: Arm) -> dict[str, float | None]:
-    """The trend figures of one arm: recovery_s, throughput (median processed rate over steady samples),
-    max_state_rows. None when not measured."""
+    """The trend figures of one arm: recovery_s, throughput (events processed over the steady phase's duration,
+    steady_throughput), max_state_rows. None when not measured."""
     recovery = _number(arm.data.get("recovery_s"))
     if recovery is None and any(isinstance(c, dict) and c.get("name") == "recovery" and c.get("verdict") == "FAILED"
                                 for c in arm.data.get("checks") or []):
         recovery = NOT_RECOVERED
     timeline = arm.timeline
-    steady = timeline.phase_window("steady")
-    rates = [_number(s.get("processed_rate")) for s in timeline.samples
-             if steady is not None and steady[0] <= float(s["t"]) <= steady[1]]
-    rates = [r for r in rates if r is not None]
     rows = [v for v in timeline.values("state_rows") if v is not None]
-    return {"recovery_s": recovery, "throughput": statistics.median(rates) if rates else None,
+    return {"recovery_s": recovery, "throughput": steady_throughput(timeline),
             "max_state_rows": max(rows) if rows else None}
 
 
