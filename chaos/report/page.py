@@ -46,6 +46,9 @@ def _recovery_message(data: dict) -> str:
 def _failures_block(run: Run) -> str:
     """The top of the page: each arm that did not pass, with its failing checks and their messages; then the
     discriminations a suite requires that failed. "Every arm passed" when there is nothing to show."""
+    mutation = run.results.get("mutation")
+    if isinstance(mutation, dict):
+        return _mutation_failures(mutation)
     items = []
     for experiment in run.experiments:
         name = str(experiment.get("name", "?"))
@@ -78,6 +81,22 @@ def _failures_block(run: Run) -> str:
                 if arm.verdict != "PASSED")
     return (f'<section id="failures" class="failures"><h2>failures first: {count} arm{"s" if count != 1 else ""} '
             f'did not pass</h2><ul>{"".join(items)}</ul></section>')
+
+
+def _mutation_failures(mutation: dict) -> str:
+    """A mutate run fails by its mutants, not its arms (a failed arm there is a killed mutant: good): the mutants
+    that survived (a switch off and every check still passed) or could not be judged."""
+    cells = [c for c in mutation.get("cells") or [] if isinstance(c, dict) and c.get("status") != "killed"]
+    if not cells:
+        return ('<section id="failures" class="failures none"><h2>failures</h2><p>none: every mutant was killed'
+                "</p></section>")
+    items = "".join(f'<li class="failing-arm" data-arm="{_e(_anchor(str(c.get("experiment"))))}">'
+                    f'<span class="v" style="background:{MUTANT_COLOURS.get(str(c.get("status")), "#6e7781")}">'
+                    f'{_e(str(c.get("status")).upper())}</span> {_e(c.get("experiment"))} without '
+                    f'<strong>{_e(c.get("switch"))}</strong><div class="msg">{_e(c.get("why"))}</div></li>'
+                    for c in cells)
+    return (f'<section id="failures" class="failures"><h2>failures first: {len(cells)} mutant'
+            f'{"s" if len(cells) != 1 else ""} not killed</h2><ul>{items}</ul></section>')
 
 
 def _flaky_block(run: Run) -> str:

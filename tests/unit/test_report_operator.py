@@ -352,3 +352,20 @@ def test_the_sampler_records_the_on_disk_bytes_apart_from_the_memory_fallback(tm
         sampler._sample(2.0, 10)
     samples = [r for r in read_history(tmp_path / "history.jsonl") if r["type"] == "sample"]
     assert [(s["state_bytes"], s["state_sst_bytes"]) for s in samples] == [(4_202_880, 0), (15_375, 15_375)]
+
+
+def test_a_mutate_runs_failures_are_its_surviving_mutants(runs, tmp_path):
+    """In a mutate run a failed arm is a killed mutant (what is wanted); what failed is a mutant that survived."""
+    run = tmp_path / RUN_B
+    shutil.copytree(runs / RUN_B, run)
+    data = json.loads((run / "results.json").read_text())
+    data["mutation"] = {"kill_rate": 0.5, "switches": {"lease": {"status": "survived"}, "supervise": {"status": "killed"}},
+                        "cells": [{"switch": "lease", "experiment": "process-crash", "status": "survived",
+                                   "why": "every check passed"},
+                                  {"switch": "supervise", "experiment": "process-crash", "status": "killed",
+                                   "why": "recovery failed"}]}
+    (run / "results.json").write_text(json.dumps(data))
+    block = failures_block(write_report(run).read_text())
+    assert "failures first: 1 mutant not killed" in block
+    assert "process-crash without <strong>lease</strong>" in block and "every check passed" in block
+    assert "supervise" not in block
