@@ -74,6 +74,9 @@ def _failures_block(run: Run) -> str:
                          "</span></li>")
     if run.results.get("error"):
         items.append(f'<li class="err">{_e(run.results["error"])}</li>')
+    if run.status not in ("completed", "?"):  # interrupted, error, or still running (or killed) when judged
+        items.append(f'<li class="err run-status">the run did not complete: status {_e(run.status)}'
+                     f'{" (killed; cleaned up by chaos clean)" if run.meta.get("killed") else ""}</li>')
     if not items:
         return ('<section id="failures" class="failures none"><h2>failures</h2>'
                 f'<p>none: {"every arm passed" if run.experiments else "no experiment in this run"}</p></section>')

@@ -369,3 +369,14 @@ def test_a_mutate_runs_failures_are_its_surviving_mutants(runs, tmp_path):
     assert "failures first: 1 mutant not killed" in block
     assert "process-crash without <strong>lease</strong>" in block and "every check passed" in block
     assert "supervise" not in block
+
+
+def test_a_run_that_did_not_complete_says_so_in_the_failures_block(runs, tmp_path):
+    run = tmp_path / RUN_B
+    shutil.copytree(runs / RUN_B, run)
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "status": "interrupted"}))
+    data = json.loads((run / "results.json").read_text())
+    (run / "results.json").write_text(json.dumps({**data, "status": "interrupted", "verdict": "INTERRUPTED"}))
+    block = failures_block(write_report(run).read_text())
+    assert 'class="failures"' in block and "the run did not complete: status interrupted" in block
