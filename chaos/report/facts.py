@@ -62,8 +62,12 @@ def spec_name(arm: Arm) -> str:
 
 
 def rerun_command(run: Run, target: str | None = None) -> str:
-    """`chaos rerun RUN_DIR [EXPERIMENT[/ARM]]`: reruns exactly what the stored run ran (its spec.json, scale, seed)."""
-    return shlex.join(["chaos", "rerun", str(run.dir)] + ([target] if target else []))
+    """`chaos rerun RUN_DIR [EXPERIMENT[/ARM]]`: reruns exactly what the stored run ran (its spec.json, scale, seed).
+    A report built through the `latest` link names the run it points to: `latest` moves with the next run."""
+    path = run.dir
+    if path.is_symlink():
+        path = path.parent / path.resolve().name
+    return shlex.join(["chaos", "rerun", str(path)] + ([target] if target else []))
 
 
 def run_command(run: Run, arm: Arm) -> str:
@@ -111,6 +115,10 @@ def arm_properties(run: Run, arm: Arm) -> list[tuple[str, str]]:
                ("duplicated", "" if _number(data.get("duplicated")) is None else str(int(data["duplicated"]))),
                ("rerun", rerun_command(run, f"{arm.experiment}/{arm.profile}")),
                ("run_command", run_command(run, arm))]
+    repeated = next((e for e in flaky(run) if e.get("experiment") == spec_name(arm)
+                     and e.get("profile") == arm.profile), None)
+    if repeated is not None:
+        figures.append(("flaky", ", ".join(map(str, repeated.get("verdicts") or []))))
     for fault in arm.timeline.faults:
         figures.append((f"fault.F{fault.index}", f"{fault.name} on {fault.target}: injected "
                         f"{utc(fault.start_wall) or '?'}, healed {utc(fault.end_wall) or 'never'}"))

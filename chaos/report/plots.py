@@ -146,7 +146,7 @@ class Threshold:
     """A bound from the spec drawn on a plot: a horizontal line at `value` over [start, end] (None: the whole x)."""
     metric: str      # the sample field it bounds
     value: float
-    label: str
+    label: str       # "{value}" is replaced by the value in the plot's unit (batch duration: s, not ms)
     slug: str        # in the SVG group id: threshold-<slug>
     start: float | None = None
     end: float | None = None
@@ -175,7 +175,7 @@ def thresholds(arm: Arm) -> list[Threshold]:
             if value is None:
                 continue
             for start, end in windows:
-                lines.append(Threshold(metric, value, f"probe {sign} {value:g} ({', '.join(phases)})",
+                lines.append(Threshold(metric, value, f"probe {sign} {{value}} ({', '.join(phases)})",
                                        f"probe-{metric}-{bound}", start, end))
     recovery = targets.get("recovery") if isinstance(targets.get("recovery"), dict) else {}
     lag_below = _finite(recovery.get("lag_below"))
@@ -183,16 +183,16 @@ def thresholds(arm: Arm) -> list[Threshold]:
         start = timeline.last_heal()
         if start is None:
             start = next((t for n, b, t in timeline.phases if n == "recover" and b == "start"), None)
-        lines.append(Threshold("lag", lag_below, f"recovery: lag < {lag_below:g} within "
+        lines.append(Threshold("lag", lag_below, "recovery: lag < {value} within "
                                f"{_finite(recovery.get('within')) or 0:g} s", "recovery-lag_below", start, None,
                                "#1a7f37"))
     max_lag = _finite(targets.get("max_lag"))
     if max_lag is not None:
-        lines.append(Threshold("lag", max_lag, f"max lag {max_lag:g}", "max_lag", colour="#cf222e"))
+        lines.append(Threshold("lag", max_lag, "max lag {value}", "max_lag", colour="#cf222e"))
     state = targets.get("state") if isinstance(targets.get("state"), dict) else {}
     max_rows = _finite(state.get("max_rows"))
     if max_rows is not None:
-        lines.append(Threshold("state_rows", max_rows, f"max rows {max_rows:g}", "state-max_rows", colour="#cf222e"))
+        lines.append(Threshold("state_rows", max_rows, "max rows {value}", "state-max_rows", colour="#cf222e"))
     per_key = _finite(state.get("max_rows_per_key"))
     workload = spec.get("workload") if isinstance(spec.get("workload"), dict) else {}
     live_keys = _finite(workload.get("rotation_live_actors") if workload.get("shape") == "rotating"
@@ -215,7 +215,7 @@ def _draw_thresholds(ax, metric: Metric, lines: Sequence[Threshold], x_start: fl
         end = line.end if line.end is not None else x_end
         y = line.value * metric.scale
         ax.hlines(y, start, end, colors=line.colour, linestyles="--", linewidth=1.0, gid=f"threshold-{line.slug}")
-        ax.text(start, y, " " + line.label, transform=transform, fontsize=5.5, color=line.colour, va="bottom",
+        ax.text(start, y, " " + line.label.replace("{value}", f"{y:g}"), transform=transform, fontsize=5.5, color=line.colour, va="bottom",
                 ha="left", clip_on=True, parse_math=False)
 
 

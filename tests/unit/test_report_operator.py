@@ -380,3 +380,29 @@ def test_a_run_that_did_not_complete_says_so_in_the_failures_block(runs, tmp_pat
     (run / "results.json").write_text(json.dumps({**data, "status": "interrupted", "verdict": "INTERRUPTED"}))
     block = failures_block(write_report(run).read_text())
     assert 'class="failures"' in block and "the run did not complete: status interrupted" in block
+
+
+def test_a_bound_is_labelled_in_its_plots_unit(runs, tmp_path):
+    """batch_duration_ms is plotted in seconds: a probe of at most 5000 ms is a line at 5 s, labelled 5."""
+    run = tmp_path / RUN_A
+    shutil.copytree(runs / RUN_A, run)
+    spec_path = run / "slow-s3-put" / "spec.json"
+    spec = json.loads(spec_path.read_text())
+    spec["probes"] = [{"metric": "batch_duration_ms", "minimum": None, "maximum": 5000.0, "phases": ["recover"],
+                       "tolerance": 0.5}]
+    spec_path.write_text(json.dumps(spec))
+    batch = panel_svg(arm_section(write_report(run).read_text(), "slow-s3-put--hardened"), "batch")
+    assert "-threshold-probe-batch_duration_ms-maximum" in batch and "probe ≤ 5 (recover)" in batch
+
+
+def test_the_rerun_command_names_the_run_latest_points_to(runs):
+    from chaos.report import load_run, rerun_command
+
+    assert rerun_command(load_run(runs / "latest")) == shlex.join(["chaos", "rerun", str(runs / RUN_B)])
+
+
+def test_a_flaky_arms_testcase_says_so(flaky_run):
+    cases = {(c.get("classname"), c.get("name")): c for c in ET.parse(write_junit(flaky_run)).getroot().iter("testcase")}
+    flaky = {p.get("name"): p.get("value") for p in cases[("slow-s3-put", "hardened")].find("properties")}
+    steady = {p.get("name"): p.get("value") for p in cases[("process-crash", "hardened")].find("properties")}
+    assert flaky["flaky"] == "PASSED, FAILED, PASSED" and "flaky" not in steady
