@@ -32,7 +32,10 @@ JOB_EVENTS = ("started", "exited", "restarted", "refused")
 # Numeric sample metrics (probes and checkers read these); `alive` maps process name -> bool.
 SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "state_rows", "state_bytes",
                   "checkpoint_bytes", "batch_id")
-SAMPLE_FIELDS = (*SAMPLE_METRICS, "alive")
+# state_bytes is RocksDB's SST bytes, or the operators' memory while no SST exists (what the checkers have always
+# fitted); state_sst_bytes is the on-disk SST bytes alone (0 before the first flush): one measure, for the report's
+# plot. Recorded, not a probe metric.
+SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "alive")
 RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "error", "watch")
 
 Record = Mapping[str, object]

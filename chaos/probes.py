@@ -10,6 +10,7 @@ proxy), so a fault on a proxy changes what the job sees, not what the harness me
     lag               records in the topic not yet read by the job's last completed batch
     batch_duration_ms the longest batch that completed in the window (null if none did)
     state_rows/bytes  of the last completed batch (rows; RocksDB SST bytes, else memory)
+    state_sst_bytes   of the last completed batch: RocksDB SST bytes on disk only (0 before the first flush)
     checkpoint_bytes  every object under the checkpoint prefix, listed every few seconds
     batch_id          the last completed batch
     alive             process name -> running
@@ -148,7 +149,8 @@ class Sampler:
         self.logs = logs
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last: dict[str, Any] = {"batch_id": None, "state_rows": None, "state_bytes": None, "end": None}
+        self._last: dict[str, Any] = {"batch_id": None, "state_rows": None, "state_bytes": None, "state_sst_bytes": None,
+                                      "end": None}
         self._checkpoint_bytes: int | None = None
         self._checkpoint_at = 0.0
         self.last_sample: dict | None = None  # for live progress
@@ -201,6 +203,7 @@ class Sampler:
             sst = sum(op.get("customMetrics", {}).get("rocksdbSstFileSize", 0) for op in operators)
             memory = sum(op.get("memoryUsedBytes", 0) for op in operators)
             self._last["state_bytes"] = (sst or memory) if operators else None
+            self._last["state_sst_bytes"] = sst if operators else None  # on disk only: never the memory fallback
             end = _end_offsets(last, self.topic)
             if end is not None:
                 self._last["end"] = end
@@ -212,6 +215,7 @@ class Sampler:
             batch_duration_ms=max(durations) if durations else None,
             state_rows=self._last["state_rows"],
             state_bytes=self._last["state_bytes"],
+            state_sst_bytes=self._last["state_sst_bytes"],
             checkpoint_bytes=self._checkpoint_size(),
             batch_id=self._last["batch_id"],
             alive=self.processes(),

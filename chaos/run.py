@@ -570,7 +570,8 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
 
     planned = experiment_dirs(specs, repeat)
     run = {"suite": name, "backend": backend, "scale": specs[0].scale if specs else 1.0, "argv": argv or [],
-           "pid": __import__("os").getpid(), "started": _now(), "ended": None, "status": "running",
+           "commit": source_commit(), "pid": __import__("os").getpid(), "started": _now(), "ended": None,
+           "status": "running",
            "repeat": repeat, "experiments": [directory for directory, _ in planned]}
     _write_json(run_dir / "run.json", run)
     status = "error"
@@ -617,6 +618,27 @@ def write_report(run_dir: Path, say: Callable[[str], None]) -> None:
             write(run_dir)
         except Exception as exc:  # the results are already stored; a report failure must not hide them
             say(f"{what} not written: {type(exc).__name__}: {exc}")
+    try:  # a pre-release run repeats the suite: the arms whose verdicts differ, on the console too
+        for line in report.flaky_lines(json.loads((run_dir / "results.json").read_text())):
+            say(line)
+    except (OSError, ValueError):
+        pass
+
+
+def source_commit(root: Path | None = None) -> str | None:
+    """The git commit the harness ran from ("<sha>-dirty" with uncommitted changes), for the report's rerun facts;
+    None outside a git checkout (an installed package)."""
+    import subprocess
+
+    root = root or Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{sha}-dirty" if dirty else sha or None
 
 
 def _now() -> str:

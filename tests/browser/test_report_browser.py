@@ -144,3 +144,69 @@ def test_console_errors_are_caught(browser, tmp_path):
                     "<body><script>throw new Error('deliberate')</script></body></html>")
     entries = load(browser, page)
     assert any(e.get("level") == "SEVERE" and "deliberate" in e.get("message", "") for e in entries), entries
+
+
+RED = (207, 34, 46)  # #cf222e: FAILED, "not recovered"
+
+
+def red_pixels(png: bytes) -> int:
+    """Pixels of a screenshot within a small distance of the page's red."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    width, height = image.size
+    pixels = image.load()
+    return sum(1 for x in range(width) for y in range(height)
+               if sum(abs(a - b) for a, b in zip(pixels[x, y], RED)) < 60)
+
+
+def test_failures_come_first_and_not_recovered_is_red(browser, runs, tmp_path):
+    """Issue 18: on a stored run with failures (run 13866: three arms failed, two never recovered), the failures
+    block is the first thing under the banner, visible without scrolling, and "not recovered" is drawn in red,
+    unlike "–" (not applicable). Screenshots of the first screen and of both elements go to pytest's tmp dir."""
+    from selenium.webdriver.common.by import By
+
+    page = write_report(runs / RUN)
+    entries = load(browser, page)
+    assert not [e for e in entries if e.get("level") == "SEVERE"], entries
+    browser.set_window_size(1400, 1000)
+    browser.execute_script("window.scrollTo(0, 0)")
+    order = browser.execute_script("return Array.from(document.body.children).map(e => e.id || e.className)")
+    assert order[:2] == ["banner", "failures"], order
+    block = browser.find_element(By.ID, "failures")
+    top, bottom, height = browser.execute_script(
+        "const r = arguments[0].getBoundingClientRect(); return [r.top, r.bottom, window.innerHeight]", block)
+    assert block.is_displayed() and 0 < top < 120 and bottom <= height, (top, bottom, height)
+    assert block.find_element(By.TAG_NAME, "h2").text == "failures first: 3 arms did not pass"
+    arms = block.find_elements(By.CSS_SELECTOR, "li.failing-arm")
+    assert [a.get_attribute("data-arm") for a in arms] == [
+        "kafka-broker-disconnect--hardened", "driver-latency--naive", "process-crash--hardened"]
+    assert "4 of 7 measured steady samples outside [1, inf]" in arms[0].text
+    assert all(a.is_displayed() for a in arms)
+    # passed checks are folded away: present, not shown until opened
+    folded = browser.find_elements(By.CSS_SELECTOR, "table.summary details.passed")
+    assert folded and not any(d.get_attribute("open") for d in folded)
+    assert not folded[0].find_elements(By.CSS_SELECTOR, "div.check")[0].is_displayed()
+
+    cells = browser.find_elements(By.CSS_SELECTOR, "table.summary td.not-recovered")
+    assert [c.text for c in cells] == ["not recovered", "not recovered"]
+    for cell in cells:
+        assert cell.value_of_css_property("color") in ("rgba(207, 34, 46, 1)", "rgb(207, 34, 46)")
+        assert cell.value_of_css_property("font-weight") in ("700", "bold")
+    dash = next(c for c in browser.find_elements(By.CSS_SELECTOR, "table.summary td.num") if c.text == "–")
+    assert dash.value_of_css_property("color") not in ("rgba(207, 34, 46, 1)", "rgb(207, 34, 46)")
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    assert browser.save_screenshot(str(shots / "first-screen.png"))
+    assert block.screenshot(str(shots / "failures-block.png"))
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", cells[0])
+    assert cells[0].screenshot(str(shots / "not-recovered.png"))
+    assert dash.screenshot(str(shots / "not-applicable.png"))
+    # what the pixels show: the block has its red border, the cell red text on a red tint, the dash none
+    assert red_pixels((shots / "failures-block.png").read_bytes()) > 500
+    assert red_pixels((shots / "not-recovered.png").read_bytes()) > 20
+    assert red_pixels((shots / "not-applicable.png").read_bytes()) == 0
+    assert (shots / "first-screen.png").stat().st_size > 20_000

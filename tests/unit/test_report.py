@@ -28,6 +28,8 @@ RUN_A = "20261123T081854-smoke-13866"   # the first real smoke run: the cut is F
 RUN_B = "20261123T085731-smoke-464"     # the second, 39 minutes later: the cut is PASSED
 ARMS_A = [("kafka-broker-disconnect", "hardened"), ("slow-s3-put", "hardened"), ("slow-s3-put", "naive"),
           ("driver-latency", "naive"), ("corrupted-sst", "naive"), ("process-crash", "hardened")]
+# Plots drawn per arm with samples: every panel but the state on disk (state_sst_bytes), which these histories predate.
+DRAWN = len(PANELS) - 1
 ARMS_B = [("kafka-broker-disconnect", "hardened"), ("kafka-broker-disconnect", "naive"), ("slow-s3-put", "hardened"),
           ("driver-latency", "naive"), ("process-crash", "hardened")]
 
@@ -171,7 +173,7 @@ def test_banner_gives_the_run_verdict_and_what_was_run(built):
     banner = re.search(r'<div class="banner" style="background:([^"]+)"><h1>([A-Z]+)</h1>(.*?)</div>', text).groups()
     assert banner[:2] == ("#cf222e", "FAILED")  # red
     for fact in (RUN_A, "suite smoke", "backend local", "scale 0.4", "status completed",
-                 "started 2026-11-23T08:18:54+00:00", "36 min 35 s"):  # run.json: 08:18:54 -> 08:55:29
+                 "started 2026-11-23 08:18:54 UTC", "36 min 35 s"):  # run.json: 08:18:54 -> 08:55:29
         assert fact in banner[2], fact
     assert "<title>FAILED · 20261123T081854-smoke-13866</title>" in text
 
@@ -188,8 +190,10 @@ def test_a_row_per_arm_with_each_target_expected_vs_measured_recovery_lost_and_d
         for check in arm["checks"]:  # every target of the arm, with both values
             assert (f"{escape(check['name'])}: <span class=\"exp\">expected</span> {escape(check['expected'])} "
                     f"<span class=\"exp\">measured</span> {escape(check['measured'])}</div>") in row, check["name"]
-        numbers = re.findall(r'<td class="num">([^<]*)</td>', row)
-        recovery = "–" if arm["recovery_s"] is None else f"{arm['recovery_s']:.1f} s"
+        numbers = re.findall(r'<td class="num(?: not-recovered)?"[^>]*>([^<]*)</td>', row)
+        not_recovered = any(c["name"] == "recovery" and c["verdict"] == "FAILED" for c in arm["checks"])
+        recovery = ("not recovered" if not_recovered else "–") if arm["recovery_s"] is None \
+            else f"{arm['recovery_s']:.1f} s"
         assert numbers == [recovery, str(arm["lost"]), str(arm["duplicated"])]
     # the real numbers, pinned
     kafka, hardened, _, latency_naive, sst_naive, crash = rows
@@ -276,7 +280,7 @@ def test_fault_windows_phases_and_recovery_are_drawn_in_every_plot_of_an_arm(bui
     _, text = built
     hardened = section(text, "slow-s3-put--hardened")
     svgs = re.findall(r"<svg.*?</svg>", hardened, flags=re.S)
-    assert len(svgs) == 6
+    assert len(svgs) == DRAWN
     for svg in svgs:
         for label in ("F1 network.latency", "F2 network.bandwidth", "steady", "inject", "recover", "recovery 4.2 s"):
             assert label in svg, label
@@ -288,7 +292,7 @@ def test_fault_windows_phases_and_recovery_are_drawn_in_every_plot_of_an_arm(bui
         assert latency / recovery[0] == pytest.approx(24.0 / 4.2, rel=0.03)
     # the naive control of driver-latency never recovered: a red bar from the last heal to the end, in every plot
     naive = re.findall(r"<svg.*?</svg>", section(text, "driver-latency--naive"), flags=re.S)
-    assert len(naive) == 6
+    assert len(naive) == DRAWN
     for svg in naive:
         assert "not recovered" in svg and "F2 process.pause" in svg
         assert [c for c, o, _ in spans(svg) if o == 0.8] == ["#cf222e"]
@@ -296,6 +300,12 @@ def test_fault_windows_phases_and_recovery_are_drawn_in_every_plot_of_an_arm(bui
     crash = section(text, "process-crash--hardened")
     for label in ("F1 process.kill", "F2 process.kill", "F3 process.kill"):
         assert label in crash
+
+
+def wall(record_wall: str) -> str:
+    """The page's wall-clock time of a record (UTC, with the date), as a regex."""
+    assert record_wall.endswith("+00:00")
+    return re.escape(f'<br><span class="wall">{record_wall[:10]} {record_wall[11:23]} UTC</span>')
 
 
 def test_the_fault_table_gives_the_recorded_inject_and_heal_times(built):
@@ -308,17 +318,19 @@ def test_the_fault_table_gives_the_recorded_inject_and_heal_times(built):
             if record["type"] == "fault":
                 key = (record["name"], record["target"])
                 if record["state"] == "injected":
-                    injected.setdefault(key, record["t"])
+                    injected.setdefault(key, (record["t"], record["wall"]))
                 elif record["state"] == "healed":
-                    healed[key] = record["t"]
+                    healed[key] = (record["t"], record["wall"])
         assert table.count("<tr>") == 1 + len(injected)
-        for (name, target), start in injected.items():
-            end = healed[(name, target)]
+        for (name, target), (start, start_wall) in injected.items():
+            end, end_wall = healed[(name, target)]
             assert re.search(rf"<code>{re.escape(name)}</code></td><td>{re.escape(target)}</td><td><code>[^<]*</code>"
-                             rf'</td><td class="num">{start:.1f} s</td><td class="num">{end:.1f} s</td>'
+                             rf'</td><td class="num">{start:.1f} s{wall(start_wall)}</td>'
+                             rf'<td class="num">{end:.1f} s{wall(end_wall)}</td>'
                              rf'<td class="num">{end - start:.1f} s</td>', table), (experiment, profile, name)
     assert re.search(r"<code>process.kill</code></td><td>broker</td><td><code>signal=9, count=1, interval=None"
-                     r'</code></td><td class="num">74.3 s</td><td class="num">88.8 s</td>', text)
+                     r'</code></td><td class="num">74.3 s<br><span class="wall">2026-11-23 08:52:39.281 UTC</span></td>'
+                     r'<td class="num">88.8 s<br><span class="wall">2026-11-23 08:52:53.800 UTC</span></td>', text)
 
 
 @pytest.mark.parametrize("run, arms, matches", [(RUN_A, ARMS_A, 3 + 4), (RUN_B, ARMS_B, 6)])
@@ -411,7 +423,7 @@ def test_an_arm_without_history_and_a_smoke_run_still_report(runs):
     (runs / RUN_A / "driver-latency" / "naive" / "history.jsonl").unlink()
     _, text = build(runs, RUN_A)
     assert "no history recorded (history.jsonl is missing)" in section(text, "driver-latency--naive")
-    assert text.count("<svg") == (len(ARMS_A) - 1) * len(PANELS)
+    assert text.count("<svg") == (len(ARMS_A) - 1) * DRAWN
     smoke = runs / "20261123T000000-stack-smoke-1"
     smoke.mkdir()
     (smoke / "results.json").write_text(json.dumps({"ok": True, "start_s": {"kafka": 11.0}}))
@@ -446,7 +458,7 @@ def test_junit_has_one_case_per_arm_with_the_failed_targets_as_message(runs):
     want = arm_results()
     for key, case in by_key.items():
         verdict = want[key]["verdict"]
-        children = [c.tag for c in case if c.tag != "system-out"]
+        children = [c.tag for c in case if c.tag not in ("system-out", "properties")]
         assert children == (["failure"] if verdict == "FAILED" else []), key
         out = case.find("system-out").text
         assert f"verdict {verdict}" in out and f"report: index.html#{key[0]}--{key[1]}" in out
@@ -480,7 +492,7 @@ def test_junit_maps_every_verdict(runs, verdict, element):
     results_path.write_text(json.dumps(data))
     suite = ET.parse(write_junit(runs / RUN_A)).getroot().find("testsuite")
     case = suite.find("testcase[@classname='process-crash'][@name='hardened']")
-    children = [c.tag for c in case if c.tag != "system-out"]
+    children = [c.tag for c in case if c.tag not in ("system-out", "properties")]
     assert children == ([element] if element else [])
     if element:
         assert verdict in case.find(element).get("message")
@@ -503,18 +515,32 @@ def test_regressions_are_worse_than_the_previous_median_by_more_than_the_margin(
     assert find_regressions([NOT_RECOVERED, NOT_RECOVERED], 0.2, higher_is_better=False) == [False, False]
 
 
-def test_throughput_is_the_median_processed_rate_of_steady_samples(tmp_path):
-    ticks = iter([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+def test_throughput_is_the_events_processed_over_the_steady_phase(tmp_path):
+    """Batches that complete every few seconds make the rolling rate 0 in most samples: its median read 0 events/s
+    where the job processed 100 events/s on average. The integral of the rate over the phase is what it processed."""
+    ticks = iter(range(20))
     with HistoryWriter(tmp_path / "history.jsonl", clock=lambda: next(ticks)) as writer:
         writer.phase("steady", "start")
-        for rate in (100, 300, 200):
+        for rate in (0, 0, 400, 0, 0, 0, 200, 0):  # t = 1..8: 1000 events over 7 s (trapezoids)
             writer.sample(processed_rate=rate, state_rows=rate)
         writer.phase("steady", "end")
         writer.sample(processed_rate=0, state_rows=900)
     arm = Arm("x", {"profile": "hardened", "recovery_s": None,
                     "checks": [{"name": "recovery", "verdict": "FAILED"}]}, tmp_path,
               load_timeline(tmp_path / "history.jsonl"))
-    assert arm_figures(arm) == {"recovery_s": NOT_RECOVERED, "throughput": 200, "max_state_rows": 900}
+    figures = arm_figures(arm)
+    assert figures == {"recovery_s": NOT_RECOVERED, "throughput": pytest.approx(600 / 7), "max_state_rows": 900}
+    assert statistics.median([0, 0, 400, 0, 0, 0, 200, 0]) == 0  # what the trend used to show
+
+
+def steady_throughput(records: list[dict]) -> float:
+    """Events processed in the steady phase over its duration: the trapezoid integral of processed_rate."""
+    start = next(r["t"] for r in records if r["type"] == "phase" and r["name"] == "steady")
+    end = next(r["t"] for r in records if r["type"] == "phase" and r["name"] == "steady" and r["boundary"] == "end")
+    points = [(r["t"], r["processed_rate"]) for r in records if r["type"] == "sample" and start <= r["t"] <= end
+              and r.get("processed_rate") is not None]
+    events = sum((t1 - t0) * (a + b) / 2 for (t0, a), (t1, b) in zip(points, points[1:]))
+    return events / (points[-1][0] - points[0][0])
 
 
 def trend_section(text: str, experiment: str) -> tuple[str, list[str]]:
@@ -536,21 +562,20 @@ def test_trend_shows_recovery_throughput_and_state_per_arm_and_marks_the_real_re
     rows_a, rows_b = (max(r["state_rows"] for r in history(run, "kafka-broker-disconnect", "hardened")
                           if r["type"] == "sample" and r.get("state_rows") is not None) for run in (RUN_A, RUN_B))
     assert (rows_a, rows_b) == (522, 669) and rows_b > rows_a * 1.2
-    assert text.count('class="num regression"') == 1 and "1 regression marked" in text
+    # and run B processed less in its steady phase than run A, by more than 20 %, in four arms (118 -> 42 events/s
+    # for this one): regressions the median of the rolling rate hid (it read 0 events/s for run A)
+    assert text.count('class="num regression"') == 5 and "5 regressions marked" in text
     kafka, rows = trend_section(text, "kafka-broker-disconnect")
     assert [re.search(r">(2026[^<]+)</a>", r).group(1) for r in rows] == [RUN_A, RUN_B]  # in start order, no latest
     assert ('<td class="num regression" style="background:#ffebe9;color:#cf222e"><b>669 ▲ regression</b></td>'
             in rows[1])
     assert '<td class="num">522</td>' in rows[0]
     assert '<td class="num">6.4 s</td>' in rows[0] and '<td class="num">4.3 s</td>' in rows[1]  # recovery: better
-    # throughput: the median processed rate of the steady phase's samples (run A's 1 s rates were mostly 0)
-    for row, run in zip(rows, (RUN_A, RUN_B)):
-        records = history(run, "kafka-broker-disconnect", "hardened")
-        start = next(r["t"] for r in records if r["type"] == "phase" and r["name"] == "steady")
-        end = next(r["t"] for r in records if r["type"] == "phase" and r["name"] == "steady" and r["boundary"] == "end")
-        rates = [r["processed_rate"] for r in records if r["type"] == "sample" and start <= r["t"] <= end]
-        assert f'<td class="num">{statistics.median(rates):,.0f}</td>' in row
-    assert '<td class="num">0</td>' in rows[0] and '<td class="num">11</td>' in rows[1]
+    # throughput: events processed in the steady phase over its duration (run A's rolling rates were mostly 0)
+    throughput = [steady_throughput(history(run, "kafka-broker-disconnect", "hardened")) for run in (RUN_A, RUN_B)]
+    assert [round(v) for v in throughput] == [118, 42]
+    assert '<td class="num">118</td>' in rows[0]
+    assert "<b>42 ▲ regression</b>" in rows[1]
     assert ">FAILED</span>" in rows[0] and ">PASSED</span>" in rows[1]
     assert "hardened: regression" in kafka  # the red ✕ in the max state rows plot's legend
     assert len(Page(kafka).plots) == 3 and kafka.count("<svg") == 3
@@ -564,8 +589,8 @@ def test_trend_shows_recovery_throughput_and_state_per_arm_and_marks_the_real_re
     assert f'href="runs/{RUN_A}/index.html"' in text and f'href="runs/{RUN_B}/index.html"' in text
     # +28 %: flagged at a 20 % margin, not at 30 %
     relaxed = write_trend(runs, tmp_path / "relaxed.html", margin=0.3).read_text()
-    assert 'class="num regression"' not in relaxed and "0 regressions marked" in relaxed
-    assert '<td class="num">669</td>' in relaxed
+    assert "<b>669 ▲ regression</b>" not in relaxed and '<td class="num">669</td>' in relaxed
+    assert "3 regressions marked" in relaxed  # nor process-crash's throughput, 25 % lower (57 -> 43 events/s)
 
 
 # -- command line ----------------------------------------------------------------------------------------------
@@ -575,7 +600,7 @@ def test_cli_writes_report_and_junit(runs, capsys):
     assert capsys.readouterr().out.splitlines() == [f"report: {runs / RUN_B / 'index.html'}",
                                                     f"junit: {runs / RUN_B / 'junit.xml'}"]
     assert main_report(["--trend", str(runs), "--margin", "0.3"]) == 0
-    assert (runs / "trend.html").is_file() and "0 regressions marked" in (runs / "trend.html").read_text()
+    assert (runs / "trend.html").is_file() and "3 regressions marked" in (runs / "trend.html").read_text()
 
 
 @pytest.mark.parametrize("argv, fragment", [
