@@ -274,7 +274,7 @@ def _changed_only(specs: list, ref: str, suite: str | None) -> list:
 
 def run(names: list[str], suite: str | None, scale: float | None, backend: str, arms: list[str] | None,
         out: Path | None, argv: list[str], seed: int | None = None, only: str | None = None,
-        changed_since: str | None = None) -> int:
+        changed_since: str | None = None, lanes: int = 1) -> int:
     name, specs, repeat = _resolve(names, suite, scale)
     if changed_since:  # only the experiments a change since REF can affect (chaos/changed.py)
         specs = _changed_only(specs, changed_since, suite)
@@ -286,11 +286,11 @@ def run(names: list[str], suite: str | None, scale: float | None, backend: str, 
         specs = select(specs, parse_only(only))
     if seed is not None:  # the same experiments on another workload and fault schedule
         specs = [dataclasses.replace(spec, seed=seed) for spec in specs]
-    return _execute(name, name, specs, repeat, backend, arms, out, argv)
+    return _execute(name, name, specs, repeat, backend, arms, out, argv, lanes)
 
 
 def _execute(name: str, directory: str, specs: list, repeat: int, backend: str, arms: list[str] | None,
-             out: Path | None, argv: list[str]) -> int:
+             out: Path | None, argv: list[str], lanes: int = 1) -> int:
     """The run itself, once the specs are settled (chaos run, chaos rerun): a run directory, the stack, the
     verdicts; exit code of the worst."""
     from .run import run_experiments
@@ -299,7 +299,7 @@ def _execute(name: str, directory: str, specs: list, repeat: int, backend: str, 
     run_dir = new_run_dir(directory, out)
     _progress(f"run directory: {run_dir}")
     results = run_experiments(specs, run_dir, name, backend=backend, arms=arms, argv=argv, say=_progress,
-                              repeat=repeat)
+                              repeat=repeat, lanes=lanes)
     _print_results(results, run_dir)
     return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
 
@@ -375,7 +375,8 @@ def _arms_of_argv(argv: list) -> list[str] | None:
     return ["naive"] if argv[:1] == ["reproduce"] else None
 
 
-def rerun(run_dir: Path, target: str | None, backend: str | None, out: Path | None, argv: list[str]) -> int:
+def rerun(run_dir: Path, target: str | None, backend: str | None, out: Path | None, argv: list[str],
+          lanes: int = 1) -> int:
     """Run again exactly what a stored run ran (chaos rerun RUN_DIR [EXPERIMENT[/ARM]])."""
     plan = rerun_plan(run_dir, target)
     if plan["missing"]:
@@ -383,7 +384,18 @@ def rerun(run_dir: Path, target: str | None, backend: str | None, out: Path | No
     _progress(f"rerunning {', '.join(s.name for s in plan['specs'])} of {run_dir} (seeds "
               f"{', '.join(str(s.seed) for s in plan['specs'])}, arms {','.join(plan['arms'] or ['all'])})")
     return _execute(plan["name"], plan["directory"], plan["specs"], plan["repeat"], backend or plan["backend"],
-                    plan["arms"], out, argv)
+                    plan["arms"], out, argv, lanes)
+
+
+def lane(run_dir: Path, name: str, backend: str, arms: list[str] | None, directories: list[str]) -> int:
+    """One lane of a `--lanes` run (chaos/lanes.py): these experiment directories of RUN_DIR, whose spec.json the
+    parent wrote, on a stack of the lane's own. The parent judges the run."""
+    from .run import run_planned
+    from .spec import load_stored
+
+    planned = [(directory, load_stored(run_dir / directory / "spec.json")) for directory in directories]
+    run_planned(run_dir, planned, backend, arms, lambda message: _progress(f"{name} | {message}"), lane=name)
+    return errors.PASSED
 
 
 
@@ -691,6 +703,8 @@ def _parser() -> argparse.ArgumentParser:
                          "each with the suite's scale, overrides and arms")
     run_cmd.add_argument("--changed-since", metavar="REF", help="only the experiments that a change since the git "
                          "revision REF (committed or not) can affect; says what it skips and why")
+    run_cmd.add_argument("--lanes", type=_lanes, default=1, help="run the experiments side by side on this many "
+                         "stacks (default 1; docs/benchmarks.md says what running side by side does to the figures)")
     run_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
     check_cmd = commands.add_parser("check", help="re-judge a stored run offline from its files")
@@ -711,7 +725,14 @@ def _parser() -> argparse.ArgumentParser:
     rerun_cmd.add_argument("run_dir", type=Path, help="a run directory (reports/runs/<run>)")
     rerun_cmd.add_argument("target", nargs="?", help="only this EXPERIMENT or EXPERIMENT/ARM of it")
     rerun_cmd.add_argument("--backend", choices=BACKENDS, help="default: the stored run's")
+    rerun_cmd.add_argument("--lanes", type=_lanes, default=1, help="experiments side by side (see chaos run)")
     rerun_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
+    lane_cmd = commands.add_parser("lane", help="internal: one lane of `chaos run --lanes` (chaos/lanes.py)")
+    lane_cmd.add_argument("run_dir", type=Path)
+    lane_cmd.add_argument("--lane", required=True)
+    lane_cmd.add_argument("--backend", choices=BACKENDS, default="local")
+    lane_cmd.add_argument("--arms", type=lambda text: text.split(","))
+    lane_cmd.add_argument("directories", nargs="+")
     commands.add_parser("clean", help="stop what runs killed with SIGKILL left running, and close their results")
 
     mutate_cmd = commands.add_parser(
@@ -848,6 +869,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _lanes(text: str) -> int:
+    from .lanes import MAX_LANES
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not an integer") from None
+    if not 1 <= value <= MAX_LANES:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is out of range; allowed: 1 to {MAX_LANES}")
+    return value
+
+
 def _seed(text: str) -> int:
     if text == "random":  # a new schedule; the seed drawn is in each experiment's spec.json (and printed)
         import secrets
@@ -878,7 +911,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if bad:
             raise errors.ChaosError(f"unknown arm {bad[0]!r}; allowed: hardened, naive", errors.USAGE)
         return run(args.experiments, args.suite, args.scale, args.backend, args.arms, args.out, sys.argv[1:],
-                   seed=args.seed, only=args.only, changed_since=args.changed_since)
+                   seed=args.seed, only=args.only, changed_since=args.changed_since, lanes=args.lanes)
     if args.command == "check":
         return check(args.run_dir)
     if args.command == "list":
@@ -891,7 +924,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(json.dumps(spec_schema(), indent=2))
         return errors.PASSED
     if args.command == "rerun":
-        return rerun(args.run_dir, args.target, args.backend, args.out, sys.argv[1:])
+        return rerun(args.run_dir, args.target, args.backend, args.out, sys.argv[1:], lanes=args.lanes)
+    if args.command == "lane":
+        return lane(args.run_dir, args.lane, args.backend, args.arms, args.directories)
     if args.command == "clean":
         return clean()
     if args.command == "mutate":

@@ -5,6 +5,7 @@ not collide, since the entry point's name is the module's).
 Options:
   --chaos-scale X   every `chaos run` the plugin starts gets `--scale X` (a suite entry's own scale is kept)
   --chaos-seed N    ... and `--seed N` (the workload, fault jitter and lifecycle-trigger draws)
+  --chaos-lanes N   a suite's experiments side by side on N stacks (`chaos run --lanes N`)
 
 Fixtures:
   chaos_stack       a running stack (infra.stack.Stack) per test module, on the module's `backend` (a parameter
@@ -41,6 +42,8 @@ def pytest_addoption(parser):
                     help="pass --scale X to every `chaos run` the tests start (default: each suite's or spec's own)")
     group.addoption("--chaos-seed", type=int, default=None, metavar="N",
                     help="pass --seed N to every `chaos run` the tests start (default: each spec's own)")
+    group.addoption("--chaos-lanes", type=int, default=1, metavar="N",
+                    help="run a suite's experiments side by side on N stacks (`chaos run --lanes N`; default 1)")
 
 
 def pytest_configure(config):
@@ -192,6 +195,9 @@ class SuiteRuns:
             args = ["--suite", str(suite), "--backend", backend, *_options(self.session.config, None, None)]
             if only:
                 args += ["--only", only]
+            lanes = self.session.config.getoption("chaos_lanes")
+            if lanes and lanes > 1:
+                args += ["--lanes", str(lanes)]
             out = self.out / f"{Path(str(suite)).stem}-{backend}"
             out.mkdir(parents=True, exist_ok=True)
             done = chaos_run(args, out, timeout)

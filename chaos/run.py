@@ -561,39 +561,34 @@ def experiment_dirs(specs: list[ExperimentSpec], repeat: int) -> list[tuple[str,
 
 def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backend: str = "local",
                     arms: list[str] | None = None, argv: list[str] | None = None,
-                    say: Callable[[str], None] = print, repeat: int = 1) -> dict:
-    """Run every experiment's arms on one stack; judge; write run.json and results.json. Returns results.
+                    say: Callable[[str], None] = print, repeat: int = 1, lanes: int = 1) -> dict:
+    """Run every experiment's arms on one stack (or, with lanes > 1, on one stack per lane side by side: see
+    chaos/lanes.py); judge; write run.json and results.json. Returns results.
 
     On KeyboardInterrupt (Ctrl-C, SIGTERM) every fault is healed and every process stopped by the `finally`
     blocks on the way out; the run is marked interrupted and judged as such before the interrupt goes on."""
     from .checks.judge import judge_run
 
     planned = experiment_dirs(specs, repeat)
+    lanes = max(1, min(lanes, len(planned)))
     run = {"suite": name, "backend": backend, "scale": specs[0].scale if specs else 1.0, "argv": argv or [],
            "commit": source_commit(), "pid": __import__("os").getpid(), "started": _now(), "ended": None,
-           "status": "running",
+           "status": "running", "lanes": lanes,
            "repeat": repeat, "experiments": [directory for directory, _ in planned]}
     _write_json(run_dir / "run.json", run)
     status = "error"
-    # planned seconds of every arm still to run, for the progress lines' "time left"
-    remaining = [spec.phases_of(arm.profile).total + ARM_OVERHEAD_S for _directory, spec in planned
-                 for arm in spec.arms
-                 if not arms or arm.profile in arms]
     try:
-        with Stack(run_dir, backend=backend, progress=say) as stack:
-            for directory, spec in planned:
-                experiment_dir = run_dir / directory
-                experiment_dir.mkdir(parents=True, exist_ok=True)
-                _write_json(experiment_dir / "spec.json", spec.to_dict())
-                for arm in spec.arms:
-                    if arms and arm.profile not in arms:
-                        continue
-                    say(f"== {directory}: {arm.profile} arm ==")
-                    stack.reset()
-                    remaining.pop(0)
-                    ArmRun(stack, spec, arm.profile, experiment_dir / arm.profile, say,
-                           remaining_after_s=sum(remaining)).run()
-        status = "completed"
+        for directory, spec in planned:
+            (run_dir / directory).mkdir(parents=True, exist_ok=True)
+            _write_json(run_dir / directory / "spec.json", spec.to_dict())
+        if lanes > 1:
+            from .lanes import run_lanes
+
+            status = run_lanes(run_dir, planned, lanes, backend, arms, say,
+                               seconds=lambda spec: sum(planned_seconds(spec, arms)))
+        else:
+            run_planned(run_dir, planned, backend, arms, say)
+            status = "completed"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
@@ -604,6 +599,30 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
         _write_json(run_dir / "results.json", results)
         write_report(run_dir, say)
     return results
+
+
+def planned_seconds(spec: ExperimentSpec, arms: list[str] | None) -> list[float]:
+    """Planned seconds of each arm of `spec` that runs (phases and the per-arm overhead)."""
+    return [spec.phases_of(arm.profile).total + ARM_OVERHEAD_S for arm in spec.arms
+            if not arms or arm.profile in arms]
+
+
+def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backend: str, arms: list[str] | None,
+                say: Callable[[str], None], lane: str | None = None) -> None:
+    """The arms of `planned` (their spec.json already written), one after another on one stack."""
+    # planned seconds of every arm still to run, for the progress lines' "time left"
+    remaining = [seconds for _directory, spec in planned for seconds in planned_seconds(spec, arms)]
+    with Stack(run_dir, backend=backend, progress=say, lane=lane) as stack:
+        for directory, spec in planned:
+            experiment_dir = run_dir / directory
+            for arm in spec.arms:
+                if arms and arm.profile not in arms:
+                    continue
+                say(f"== {directory}: {arm.profile} arm ==")
+                stack.reset()
+                remaining.pop(0)
+                ArmRun(stack, spec, arm.profile, experiment_dir / arm.profile, say,
+                       remaining_after_s=sum(remaining)).run()
 
 
 def write_report(run_dir: Path, say: Callable[[str], None]) -> None:

@@ -151,8 +151,11 @@ class Stack:
     def __init__(self, run_dir: Path, backend: str | Backend = "local", worker_cores: int = 4,
                  worker_memory: str = "3g", keep_data: bool = False,
                  progress: Callable[[str], None] = lambda message: None,
-                 class_archives: ClassArchives | None = None):
+                 class_archives: ClassArchives | None = None, lane: str | None = None):
         self.run_dir = Path(run_dir).resolve()
+        # A run's lanes (chaos run --lanes) each start a stack in the same run directory: its files and logs go
+        # under stack/<lane>/ and logs/<lane>/; paths recorded relative to the run directory stay valid.
+        self.lane = lane
         self.backend = _backend(backend) if isinstance(backend, str) else backend
         self.worker_cores = worker_cores
         self.worker_memory = worker_memory
@@ -184,11 +187,11 @@ class Stack:
 
     @property
     def stack_dir(self) -> Path:
-        return self.run_dir / "stack"
+        return self.run_dir / "stack" / self.lane if self.lane else self.run_dir / "stack"
 
     @property
     def log_dir(self) -> Path:
-        return self.run_dir / "logs"
+        return self.run_dir / "logs" / self.lane if self.lane else self.run_dir / "logs"
 
     def start(self) -> StackInfo:
         started = time.monotonic()

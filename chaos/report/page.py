@@ -362,10 +362,12 @@ def render_report(run: Run) -> str:
             *_mutation_section(run.results.get("mutation")),
             "<h2>verdicts</h2>", _summary_table(run), _discrimination_table(run)]
     body += [_experiment_section(run, experiment) for experiment in run.experiments]
-    logs = sorted((run.dir / "logs").glob("*.log")) if (run.dir / "logs").is_dir() else []
+    # logs/<lane>/ holds a lane's logs in a run with --lanes (chaos/lanes.py)
+    logs = sorted((run.dir / "logs").rglob("*.log")) if (run.dir / "logs").is_dir() else []
     if logs:
-        items = "".join(f"<li>{_link(run.dir, f'logs/{p.name}', p.name)} "
-                        f'<span class="small">{p.stat().st_size:,} B</span></li>' for p in logs)
+        names = [p.relative_to(run.dir / "logs").as_posix() for p in logs]
+        items = "".join(f"<li>{_link(run.dir, f'logs/{name}', name)} "
+                        f'<span class="small">{p.stat().st_size:,} B</span></li>' for p, name in zip(logs, names))
         body.append(f'<h2>logs</h2><ul class="small">{items}</ul>')
     body.append('<p class="small">Built by <code>chaos report</code> from the files of this run directory '
                 "(docs/reports.md). Plot times are seconds since each arm started; wall-clock times are UTC.</p>")
