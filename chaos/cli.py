@@ -14,7 +14,7 @@ import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from infra import artifacts
 from infra.errors import InfraError
@@ -22,6 +22,9 @@ from infra.paths import REPORTS_DIR, cache_dir
 
 from . import errors
 from .verdicts import EXIT as VERDICT_EXIT  # the one owner of verdicts and their exit codes
+
+if TYPE_CHECKING:  # chaos.spec is imported where used (it is not needed by every command)
+    from .spec import ExperimentSpec
 
 BACKENDS = ("local", "containers")
 MAX_SEED = 2**31 - 1  # a seed's bound (chaos/spec.py LIMITS); `--seed random` draws below it
@@ -244,7 +247,7 @@ def _resolve(names: list[str], suite: str | None, scale: float | None):
     if not names and not suite:
         raise errors.ChaosError("give experiments (see: chaos list) or --suite NAME; nothing runs by default "
                                 "(--suite nightly: every experiment at full length, ~45 min)", errors.USAGE)
-    if not names:
+    if suite:  # the same as `not names` here: exactly one of them was given
         loaded = load_suite(_suite_path(suite), scale)  # a scale on the command line replaces the suite's
         specs = [entry.spec for entry in loaded.entries]
         for spec in specs:
@@ -333,7 +336,8 @@ def rerun_plan(run_dir: Path, target: str | None) -> dict:
         if not directories:
             raise errors.ChaosError(f"{run_dir} ran no experiment {_shown(experiment)}; it ran: "
                                     f"{', '.join(known) or 'none'}", errors.USAGE)
-    specs, dirs = {}, {}
+    specs: dict[str, ExperimentSpec] = {}
+    dirs: dict[str, list[Path]] = {}
     for directory in directories:
         base = _REPEAT_SUFFIX.sub("", directory)
         dirs.setdefault(base, []).append(run_dir / directory)
@@ -343,6 +347,7 @@ def rerun_plan(run_dir: Path, target: str | None) -> dict:
     if not specs or (experiment and missing):
         raise errors.ChaosError(f"{run_dir}: {', '.join(missing) or 'no experiment'} never started (no spec.json): "
                                 "nothing to rerun", errors.USAGE)
+    arms: list[str] | None
     if arm:
         have = sorted({a.profile for spec in specs.values() for a in spec.arms})
         if arm not in have:
@@ -475,7 +480,7 @@ def reproduce(incident: str, scale: float | None, backend: str, out: Path | None
                   + ("every target held" if verdict == "PASSED" else why or "no hardened arm ran"))
         if "naive" not in arms:
             continue
-        arm = next((a for a in experiment.get("arms", []) if a.get("profile") == "naive"), {})
+        arm: dict = next((a for a in experiment.get("arms", []) if a.get("profile") == "naive"), {})
         if arm.get("signature"):
             print(f"  reproduced:          {arm['signature']}")
         elif arm.get("verdict") == "PASSED":

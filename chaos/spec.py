@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeGuard, TypeVar, cast
 
 import yaml
 
@@ -98,8 +98,9 @@ class Workload:
     rotation_gap: float | None  # seconds of event time between an actor's two events
 
     @property
-    def live_keys(self) -> int:
-        """Keys holding state at any one time: what a per-key state bound divides by."""
+    def live_keys(self) -> int | None:
+        """Keys holding state at any one time: what a per-key state bound divides by (None only for a Workload
+        built without its shape's size, which validation refuses; the state check then skips the per-key bound)."""
         return self.rotation_live_actors if self.shape == "rotating" else self.keys
 
 
@@ -268,7 +269,7 @@ class ExperimentSpec:
         """The profile's Settings (built by job.settings for this run) with this spec's overrides for that arm.
         kafka_options are merged over the profile's own, so one option does not drop the others."""
         job = self.job
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}  # Settings field -> value: each checked for its field by _SETTINGS
         for field, seconds in (("gap_ms", job.session_gap), ("watermark_ms", job.watermark),
                                ("trigger_ms", job.trigger)):
             if seconds is not None:
@@ -278,7 +279,7 @@ class ExperimentSpec:
             changes["max_session_ms"] = None if length is None else round(length * 1000)
         for name, value in (self.arm(profile).settings.items() if arm_settings else ()):
             if name in _OPTION_MAPS:  # merged over the profile's own; a None value removes the profile's key
-                merged = {**getattr(base, name), **value}
+                merged = {**getattr(base, name), **cast(Mapping[str, "str | None"], value)}  # _option_map's
                 changes[name] = {key: v for key, v in merged.items() if v is not None}
             else:
                 changes[name] = value
@@ -286,7 +287,7 @@ class ExperimentSpec:
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready, for the run store."""
-        return _plain(self)
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # _plain's dataclass case
 
     @classmethod
     def from_dict(cls, d: Mapping[str, object], where: str = "spec.json") -> ExperimentSpec:
@@ -493,11 +494,11 @@ def _mapping(value: object, path: Path_, fields: Iterable[str], required: Iterab
     return value
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:  # an int too (bool is not)
     return isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
 
 
@@ -532,8 +533,8 @@ def _number(value: object, path: Path_, minimum: float | None = None, maximum: f
     cap = _limit(path, MAX_NUMBER)
     maximum = cap if maximum is None else min(maximum, cap)
     minimum = -cap if minimum is None and above is None else minimum
-    ok = _is_number(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
-    if not ok or (above is not None and value <= above):
+    if not (_is_number(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+            and not (above is not None and value <= above)):
         bounds = _bounds(minimum, maximum) if above is None else f"> {_num(above)} and <= {_num(maximum)}"
         raise _Invalid(path, f"{_show(value)} is not valid", f"a number {bounds}".strip())
     return float(value)
@@ -551,7 +552,11 @@ def _text(value: object, path: Path_) -> str:
     return value
 
 
-def _choice(value: object, path: Path_, choices: tuple[object, ...]) -> object:
+_C = TypeVar("_C")
+
+
+def _choice(value: object, path: Path_, choices: tuple[_C, ...]) -> _C:
+    """value, one of `choices` (typed as them: for strings it is one; a number may be an equal float, 1.0 for 1)."""
     if value not in choices or isinstance(value, bool):
         raise _Invalid(path, f"{_show(value)} is not valid", " | ".join(str(c) for c in choices))
     return value
@@ -638,6 +643,8 @@ def _workload(raw: object) -> Workload:
             raise _Invalid(path + (name,), f"only applies to shape {owner}",
                            f"for shape {shape}: {', '.join(_SHAPE_PARAMS.get(shape, ())) or 'no shape params'}")
     rate = _number(section["rate"], path + ("rate",), above=0)
+    live: int | None
+    gap: float | None
     if shape == "rotating":
         if "keys" in section:
             raise _Invalid(path + ("keys",), "rotating has an unbounded key space",
@@ -711,11 +718,12 @@ def _param(value: object, path: Path_, param: Param, scale: float) -> object:
         return value
     if value in param.words:
         return value
-    check = _is_int if param.kind == "int" else _is_number
+    check: Callable[[object], TypeGuard[float]] = _is_int if param.kind == "int" else _is_number
     cap = _limit(path, MAX_INT if param.kind == "int" else MAX_NUMBER)
-    param = dataclasses.replace(param, maximum=cap if param.maximum is None else min(param.maximum, cap),
-                                minimum=-cap if param.minimum is None else param.minimum)
-    ok = check(value) and value >= param.minimum and value <= param.maximum
+    minimum = -cap if param.minimum is None else param.minimum
+    maximum = cap if param.maximum is None else min(param.maximum, cap)
+    param = dataclasses.replace(param, maximum=maximum, minimum=minimum)
+    ok = check(value) and value >= minimum and value <= maximum
     if not ok:
         noun = "an integer" if param.kind == "int" else "a number"
         raise _Invalid(path, f"{_show(value)} is not valid",
@@ -791,7 +799,10 @@ def _fault(raw: object, path: Path_, inject: float, scale: float) -> Fault:
 
 def _fault_rules(fault: Fault, path: Path_) -> None:
     """Constraints between a fault's params and its duration that the catalog's per-param ranges cannot say."""
-    p, ppath = fault.params, path + ("params",)
+    # Each param's value is of its catalog kind (_param checked it): a duration or number, a count, a choice or a
+    # list of choices, or None where optional. Mapping[str, object] cannot say which, so it is read as Any here.
+    p: Mapping[str, Any] = fault.params
+    ppath = path + ("params",)
     if fault.fault == "network.flap":
         if p["down"] >= p["period"]:
             raise _Invalid(ppath + ("down",), f"{_seconds(p['down'])} is not shorter than the period "
@@ -1238,11 +1249,13 @@ def _from_overrides(overrides: object, path: Path_) -> bool:
 _SUITE = ("name", "description", "scale", "repeat", "require_discrimination", "experiments")
 
 
-def _only_arms(merged: dict, raw: object, path: Path, epath: Path_) -> dict:
+def _only_arms(merged: Mapping, raw: object, path: Path, epath: Path_) -> dict:
     """The experiment document with only the arms a suite entry runs (before validation: an arm left out is not
     judged at the suite's scale either, e.g. a recovery bound that only fits the nightly recover phase)."""
     arms = merged.get("arms")
-    have = [name for name in ARM_PROFILES if isinstance(arms, Mapping) and name in arms]
+    if not isinstance(arms, Mapping):
+        arms = {}
+    have = [name for name in ARM_PROFILES if name in arms]
     if not isinstance(raw, list) or not raw or any(name not in have for name in raw) or len(set(raw)) != len(raw):
         raise SpecError(f"{path}: {_dotted(epath)}: {_show(raw)} is not valid; allowed: a non-empty list of "
                         f"distinct arms of {merged.get('name')}: {', '.join(have)}")

@@ -103,7 +103,7 @@ def job_args(info: StackInfo, args: list[str]) -> list[str]:
     s3 = s3_options(info)
     return [*args,
             "--kafka-bootstrap-servers", info.kafka_bootstrap,
-            "--s3-endpoint", s3.endpoint, "--s3-region", s3.region,
+            "--s3-endpoint", info.s3_endpoint, "--s3-region", s3.region,  # s3.endpoint: this, never None
             "--s3-path-style" if s3.path_style else "--no-s3-path-style",
             "--s3-tls" if s3.tls else "--no-s3-tls",
             "--s3-credentials-provider", s3.credentials_providers,

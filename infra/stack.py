@@ -63,6 +63,9 @@ class Handle(Protocol):
     def stop(self, grace: float = 5.0) -> None: ...
 
 
+_H = TypeVar("_H", bound=Handle)  # adopt() gives back the handle it was given, as its own type
+
+
 class Backend(Protocol):
     name: str
 
@@ -367,7 +370,7 @@ class Stack:
                 "SPARK_LOCAL_IP": LOOPBACK, "SPARK_HOME": self.info.spark_home,
                 "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
 
-    def adopt(self, launch: Callable[[], Handle], component: str | None = None) -> Handle:
+    def adopt(self, launch: Callable[[], _H], component: str | None = None) -> _H:
         """Launch under the stack's lock and register the result, so teardown always sees it.
 
         Once teardown has begun nothing new starts: an interrupt during start-up cannot race a launch.

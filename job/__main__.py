@@ -25,8 +25,10 @@ import os
 import signal
 import sys
 import time
+from typing import TypedDict
 
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
 from . import sessions
 from . import spark as deploy
@@ -40,6 +42,14 @@ from .supervisor import BudgetExceeded, RestartPolicy, classify, root_cause
 
 EXIT_BAD_ARGUMENTS = 2
 EXIT_STOPPED, EXIT_FAILED, EXIT_REFUSED, EXIT_BUDGET, EXIT_INTEGRITY, EXIT_LEASE_LOST, EXIT_REPEATING = 0, 1, 3, 4, 5, 6, 7
+
+
+class _RunState(TypedDict):
+    """What Job._supervise carries across restarts."""
+    leased: bool                 # the checkpoint lease is held (acquired once)
+    verify: bool                 # verify (and repair) the checkpoint before the next start
+    spark: SparkSession | None   # started once, reused by every restart
+    policy: RestartPolicy
 
 
 def say(message: str) -> None:
@@ -111,7 +121,7 @@ class Job:
             if self.lease is not None:
                 self.lease.stop()
 
-    def _start(self, state: dict, guard):
+    def _start(self, state: _RunState, guard):
         """One attempt to (re)start: the lease first (a refusal must come before Spark starts), then the state
         check, then Spark and the query. Raises whatever failed; LeaseHeld and IntegrityError are final."""
         settings = self.settings
@@ -134,7 +144,7 @@ class Job:
         record = self.integrity.record if self.integrity is not None else None
         return _start_query(state["spark"], settings, self.deployment, guard, record)
 
-    def _failed(self, policy: RestartPolicy, state: dict, kind: str, cause: str) -> int | None:
+    def _failed(self, policy: RestartPolicy, state: _RunState, kind: str, cause: str) -> int | None:
         """A failed attempt: an exit code, or None after backing off for a restart (which verifies the checkpoint
         first when the failure names it)."""
         if kind == "fatal" or not self.settings.supervise:
@@ -166,7 +176,7 @@ class Job:
                                window_s=settings.failure_window_ms / 1000,
                                backoff_initial_s=settings.backoff_initial_ms / 1000,
                                backoff_max_s=settings.backoff_max_ms / 1000)
-        state = {"leased": False, "verify": True, "spark": None, "policy": policy}
+        state: _RunState = {"leased": False, "verify": True, "spark": None, "policy": policy}
         deadline = time.monotonic() + settings.run_seconds if settings.run_seconds else None
         guard = self.lease.check if self.lease is not None else None
         try:

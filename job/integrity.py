@@ -163,7 +163,8 @@ def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFil
     batch in flight are trusted only when recorded: a same-size change inside a number parses, and with the
     manifest written inside the batch, an unrecorded one means that batch never got as far as its manifest."""
     damage: dict[str, str] = {}
-    commit_key = _record_key("commits", checkpoint.last_commit) if checkpoint.commits else None
+    last_commit = checkpoint.last_commit  # None exactly when there are no commits
+    commit_key = _record_key("commits", last_commit) if last_commit is not None else None
     unproven = set() if recorded is None else {
         key for key in [commit_key, *(_record_key("offsets", b) for b in checkpoint.offsets
                                       if checkpoint.last_commit is None or b > checkpoint.last_commit)]

@@ -202,8 +202,8 @@ class PandasAggregateSessionProcessor(AggregateSessionProcessor):
 def tws_sessions(events: DataFrame, settings: Settings, pandas: bool) -> DataFrame:
     grouped = events.withWatermark("event_time", f"{settings.watermark_ms} milliseconds").groupBy("key")
     if pandas:
-        processor = PandasAggregateSessionProcessor(settings.gap_ms, settings.max_session_ms)
-        return grouped.transformWithStateInPandas(processor, SESSION_SCHEMA, outputMode="Append",
+        pandas_processor = PandasAggregateSessionProcessor(settings.gap_ms, settings.max_session_ms)
+        return grouped.transformWithStateInPandas(pandas_processor, SESSION_SCHEMA, outputMode="Append",
                                                   timeMode="EventTime")
     processor = AggregateSessionProcessor(settings.gap_ms, settings.max_session_ms)
     return grouped.transformWithState(processor, SESSION_SCHEMA, outputMode="Append", timeMode="EventTime")

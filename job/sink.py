@@ -33,6 +33,7 @@ class BatchWriter:
         self.guard = guard or (lambda: None)
         self.on_state_committed = on_state_committed or (lambda batch_id: None)
         jvm = spark.sparkContext._jvm
+        assert jvm is not None  # typed Optional by pyspark; a driver's SparkContext always has its JVM gateway
         self._jvm = jvm
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
         self._fs = jvm.org.apache.hadoop.fs.Path(self.output_uri).getFileSystem(self._conf)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NoReturn, Sequence
 
 from .junit import write_junit
 from .model import ReportError
@@ -13,7 +13,7 @@ from .trend import write_trend
 
 # -- command line ----------------------------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's default prints the usage too)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's default prints the usage too)
         raise _UsageError(f"chaos report: {message}; see: chaos report --help")
 
 

@@ -153,8 +153,8 @@ def write_junit(run_dir: Path) -> Path:
             element.set(key, str(value))
         element.set("time", f"{total:.3f}")
     ET.indent(suites)
-    out = run.dir / "junit.xml"
-    _write_atomic(out, ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n")
-    return out
+    path = run.dir / "junit.xml"
+    _write_atomic(path, ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n")
+    return path
 
 

@@ -92,7 +92,7 @@ def load_timeline(path: Path) -> Timeline:
         return timeline
     open_windows: dict[tuple[str, str], FaultWindow] = {}
     for record in records:
-        kind, t = record["type"], float(record["t"])  # type: ignore[arg-type]
+        kind, t = record["type"], float(record["t"])
         timeline.last_t = t
         wall = record.get("wall") if isinstance(record.get("wall"), str) else None
         if timeline.first_wall is None:
@@ -140,7 +140,8 @@ class Arm:
         """This arm's targets in spec.json ({} when the spec is missing)."""
         for arm in self.spec.get("arms") or []:
             if isinstance(arm, dict) and arm.get("profile") == self.profile:
-                return arm.get("targets") if isinstance(arm.get("targets"), dict) else {}
+                targets = arm.get("targets")
+                return targets if isinstance(targets, dict) else {}
         return {}
 
     @property
@@ -213,7 +214,8 @@ def load_run(run_dir: Path, with_timelines: bool = True) -> Run:
         raise ReportError(f"{run_dir} is not a run directory (no results.json); {hint}")
     results = _read_json(run_dir / "results.json", "results.json")
     meta = _read_json(run_dir / "run.json", "run.json") if (run_dir / "run.json").is_file() else {}
-    experiments, arms = [], {}
+    experiments: list[dict] = []
+    arms: dict[str, list[Arm]] = {}
     for experiment in results.get("experiments") or []:
         if not isinstance(experiment, dict):
             continue

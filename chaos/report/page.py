@@ -393,7 +393,7 @@ def _mutation_section(mutation: dict | None) -> list[str]:
         for experiment in experiments:
             cell = next((c for c in cells if c.get("switch") == switch and c.get("experiment") == experiment), None)
             row.append("<td></td>" if cell is None else
-                       f'<td title="{_e(cell.get("why"))}" style="color:{MUTANT_COLOURS.get(cell.get("status"))}">'
+                       f'<td title="{_e(cell.get("why"))}" style="color:{MUTANT_COLOURS.get(str(cell.get("status")))}">'
                        f'{_e(cell.get("status"))}</td>')
         rows.append(f"<tr>{''.join(row)}</tr>")
     head = "".join(f"<th>{_e(e)}</th>" for e in experiments)

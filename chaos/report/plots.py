@@ -158,6 +158,11 @@ def _finite(value: object) -> float | None:
     return number if number is not None and math.isfinite(number) else None
 
 
+def _dict(value: object) -> dict:
+    """value when it is a JSON object, else {} (a missing or malformed section of spec.json)."""
+    return value if isinstance(value, dict) else {}
+
+
 def thresholds(arm: Arm) -> list[Threshold]:
     """The bounds of an arm's spec.json that have a line on a plot: each steady-state probe's minimum and maximum
     over its phases; the recovery target's lag_below from the last heal on; max_lag; state max_rows and
@@ -169,7 +174,8 @@ def thresholds(arm: Arm) -> list[Threshold]:
             continue
         metric = str(probe.get("metric"))
         phases = [str(p) for p in probe.get("phases") or []]
-        windows = [w for w in (timeline.phase_window(p) for p in phases) if w is not None] or [(None, None)]
+        windows: list[tuple[float | None, float | None]] = [
+            w for w in (timeline.phase_window(p) for p in phases) if w is not None] or [(None, None)]
         for bound, sign in (("minimum", "≥"), ("maximum", "≤")):
             value = _finite(probe.get(bound))
             if value is None:
@@ -177,24 +183,24 @@ def thresholds(arm: Arm) -> list[Threshold]:
             for start, end in windows:
                 lines.append(Threshold(metric, value, f"probe {sign} {{value}} ({', '.join(phases)})",
                                        f"probe-{metric}-{bound}", start, end))
-    recovery = targets.get("recovery") if isinstance(targets.get("recovery"), dict) else {}
+    recovery = _dict(targets.get("recovery"))
     lag_below = _finite(recovery.get("lag_below"))
     if lag_below is not None:
-        start = timeline.last_heal()
-        if start is None:
-            start = next((t for n, b, t in timeline.phases if n == "recover" and b == "start"), None)
+        heal = timeline.last_heal()
+        if heal is None:
+            heal = next((t for n, b, t in timeline.phases if n == "recover" and b == "start"), None)
         lines.append(Threshold("lag", lag_below, "recovery: lag < {value} within "
-                               f"{_finite(recovery.get('within')) or 0:g} s", "recovery-lag_below", start, None,
+                               f"{_finite(recovery.get('within')) or 0:g} s", "recovery-lag_below", heal, None,
                                "#1a7f37"))
     max_lag = _finite(targets.get("max_lag"))
     if max_lag is not None:
         lines.append(Threshold("lag", max_lag, "max lag {value}", "max_lag", colour="#cf222e"))
-    state = targets.get("state") if isinstance(targets.get("state"), dict) else {}
+    state = _dict(targets.get("state"))
     max_rows = _finite(state.get("max_rows"))
     if max_rows is not None:
         lines.append(Threshold("state_rows", max_rows, "max rows {value}", "state-max_rows", colour="#cf222e"))
     per_key = _finite(state.get("max_rows_per_key"))
-    workload = spec.get("workload") if isinstance(spec.get("workload"), dict) else {}
+    workload = _dict(spec.get("workload"))
     live_keys = _finite(workload.get("rotation_live_actors") if workload.get("shape") == "rotating"
                         else workload.get("keys"))
     if per_key is not None and live_keys:
