@@ -456,12 +456,13 @@ def test_a_spec_line_is_never_a_traceback_for_a_float_nan(tmp_path):
 
 def test_an_experiments_readme_documents_every_field():
     text = (ROOT / "experiments" / "README.md").read_text()
-    from chaos.faults_catalog import FAULTS
-    from chaos.spec import _FAULT, _JOB, _PROBE, _SETTINGS, _TARGETS, _TOP, _WORKLOAD
+    from chaos.faults.registry import FAULTS
+    from chaos.spec import (ARM_SETTINGS, FAULT_FIELDS, JOB_FIELDS, PROBE_FIELDS, TARGET_FIELDS, TOP_FIELDS,
+                            WORKLOAD_FIELDS)
 
-    for name in (*_TOP, *_WORKLOAD, *_JOB, *_FAULT, *_PROBE, *_SETTINGS, *_TARGETS, "expect", "note", "within",
-                 "healthy_samples", "lag_below", "trend", "during", "warmup", "threshold", "max_rows_per_key",
-                 "max_rows", "expected", "forbidden", "overrides"):
+    for name in (*TOP_FIELDS, *WORKLOAD_FIELDS, *JOB_FIELDS, *FAULT_FIELDS, *PROBE_FIELDS, *ARM_SETTINGS,
+                 *TARGET_FIELDS, "expect", "note", "within", "healthy_samples", "lag_below", "trend", "during", "warmup",
+                 "threshold", "max_rows_per_key", "max_rows", "expected", "forbidden", "overrides"):
         assert f"`{name}`" in text, name
     for fault in FAULTS.values():
         assert f"`{fault.name}`" in text, fault.name
