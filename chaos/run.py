@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 
 from infra.errors import InfraError
 from infra.stack import Stack, signals_deferred
-from job.settings import FACTORIES
+from job.settings import FACTORIES, settings_document
 
 from .checks.logs import control_signatures
 from .checks.recovery import healthy_sample
@@ -110,7 +110,8 @@ def planned_events(pieces: Iterable[tuple[float, WorkloadSpec]], start_ms: int) 
 
 # -- one arm -----------------------------------------------------------------------------------------------------
 def arm_config(spec: ExperimentSpec, profile: str) -> ArmConfig:
-    """The job settings this arm runs with: the profile's, the spec's `job` section, the arm's settings."""
+    """The job settings this arm runs with: the profile's, the spec's `job` section, the arm's settings; sent to the
+    job as one document of what departs from the profile (checked here by the job's own settings_document)."""
     base = FACTORIES[profile]("t", "d", "p")
     final = spec.apply_settings(profile, base)
     changes = {f.name: getattr(final, f.name) for f in dataclasses.fields(final)
@@ -122,10 +123,9 @@ def arm_config(spec: ExperimentSpec, profile: str) -> ArmConfig:
     # The sessions the oracle expects follow the experiment's contract (the profile and the `job` section), not an
     # arm's own settings: an arm that turns the maximum session length off (a mutant) is judged by the contract.
     contract = spec.apply_settings(profile, base, arm_settings=False)
+    judged = {} if contract.max_session_ms == final.max_session_ms else {"max_session_ms": contract.max_session_ms}
     return ArmConfig(profile=profile, workload=placeholder, partitions=spec.workload.partitions,
-                     gap_ms=final.gap_ms, max_session_ms=contract.max_session_ms,
-                     watermark_ms=final.watermark_ms or 0, trigger_ms=final.trigger_ms,
-                     settings=changes, drain_timeout_s=180.0)
+                     settings=settings_document(changes), contract=judged, drain_timeout_s=180.0)
 
 
 PROGRESS_EVERY_S = 15.0
