@@ -41,6 +41,7 @@ RULES: Mapping[str, Callable[[Mapping[str, Any]], dict]] = {
                            "probability": p["probability"]},
     "s3.drop_response": lambda p: {"ops": list(p["ops"]), "action": "drop_response", "probability": p["probability"]},
     "s3.list_latency": lambda p: _delay(["LIST"], p),
+    "s3.slow_get": lambda p: _delay(list(p["ops"]), p),
 }
 
 _KEYS = Param("glob", "which keys, relative to the arm's deployment", default="*")
@@ -65,4 +66,9 @@ KINDS = (
               params(keys=_KEYS, ops=_WRITES, probability=_PROBABILITY), implementation=S3Rule, triggerable=True),
     FaultKind("s3.list_latency", "LIST requests are delayed", ("s3",),
               params(delay=_DELAY, jitter=_JITTER, keys=_KEYS), implementation=S3Rule, triggerable=True),
+    FaultKind("s3.slow_get", "reads (GET, and the HEAD that asks whether an object exists) are delayed; writes and "
+              "LISTs are not", ("s3",), params(
+                  delay=_DELAY, jitter=_JITTER, keys=_KEYS,
+                  ops=Param("choice", "which reads", default=("GET", "HEAD"), choices=("GET", "HEAD"), many=True),
+              ), implementation=S3Rule, triggerable=True),
 )

@@ -2,9 +2,16 @@
 harness reads from it."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+import yaml
+
 from chaos.checks.recovery import MOMENTARY_FAULTS
 from chaos.faults import registry
 from chaos.faults.base import BaseFault
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_kind_is_found_by_name_in_its_family_module():
@@ -43,3 +50,27 @@ def test_the_families_keep_their_order():
     # the order of `allowed:` in an unknown fault's error and of the schema's faults
     assert [f.__name__.rpartition(".")[2] for f in registry.FAMILIES] == ["network", "process", "checkpoint", "data",
                                                                           "s3"]
+
+
+def test_s3_slow_get_delays_reads_of_the_arms_own_keys_only(tmp_path):
+    """The kind added by following docs/architecture.md alone: chaos/faults/s3.py, this test, and the docs."""
+    from types import SimpleNamespace
+
+    from chaos.spec import SpecError, load_experiment
+
+    base = (ROOT / "experiments" / "slow-s3-put.yaml").read_text()
+    doc = yaml.safe_load(base)
+    doc["faults"] = [{"fault": "s3.slow_get", "at": "0s", "duration": "5s",
+                      "params": {"delay": "800ms", "keys": "checkpoint/state/*"}}]
+    path = tmp_path / "slow-s3-get.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    fault = load_experiment(path).faults[0]
+    assert fault.target == "s3" and fault.params["ops"] == ["GET", "HEAD"] and fault.params["jitter"] == 0.0
+    ctx = SimpleNamespace(arm=SimpleNamespace(state=SimpleNamespace(deployment="hardened-1a2b")))
+    rule = registry.FAULTS["s3.slow_get"].implementation(fault, ctx)._rule()  # type: ignore[misc, arg-type]
+    assert rule == {"key": r"^hardened\-1a2b/checkpoint/state/.*$", "ops": ["GET", "HEAD"], "action": "delay",
+                    "delay_ms": 800, "jitter_ms": 0}
+    doc["faults"][0]["params"]["ops"] = ["PUT"]  # writes are s3.slow_put's
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecError, match=r"faults\.0\.params\.ops\.0: 'PUT' is not valid; allowed: GET \| HEAD$"):
+        load_experiment(path)
