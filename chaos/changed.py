@@ -4,8 +4,7 @@ An experiment depends on its spec file, the suite file that shaped it, the code 
 triggers when a fault has `on:`), and on everything every run uses: the job, the stack, the harness's run loop and
 checkers. The rules below are deliberately conservative: a changed file the table does not know makes every
 experiment run, and so does a change to the fault kinds' shared code (chaos/faults/base.py, registry.py). Only files
-that cannot
-change what a run does or how it is judged (docs, tests, the report, benches) are skipped.
+that cannot change what a run does or how it is judged (docs, tests, the report, benches) are skipped.
 
 `select` is pure (files and changed lines in, decisions out), so the rules are unit-tested without git.
 """

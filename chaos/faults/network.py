@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from infra.errors import InfraError
 
 from ..spec.fields import EPSILON, Invalid, fmt_seconds
 from .base import BaseFault, FaultKind, Param, params
+
+if TYPE_CHECKING:
+    from ..spec.model import Fault
 
 TARGETS = ("kafka", "s3", "spark-driver")
 DIRECTIONS = ("upstream", "downstream", "both")
@@ -55,7 +58,7 @@ class Flap(BaseFault):
         self._set(True)
 
 
-def _validate_flap(fault: Any, path: tuple[str, ...]) -> None:
+def _validate_flap(fault: Fault, path: tuple[str, ...]) -> None:
     p: Mapping[str, Any] = fault.params
     if p["down"] >= p["period"]:
         raise Invalid(path + ("params", "down"), f"{fmt_seconds(p['down'])} is not shorter than the period "
