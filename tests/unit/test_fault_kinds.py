@@ -74,3 +74,13 @@ def test_s3_slow_get_delays_reads_of_the_arms_own_keys_only(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(SpecError, match=r"faults\.0\.params\.ops\.0: 'PUT' is not valid; allowed: GET \| HEAD$"):
         load_experiment(path)
+
+
+def test_the_fault_kinds_never_read_a_checkpoint_with_the_jobs_code():
+    # a fault that chose its targets with the job's own checkpoint parser would land only where the hardening looks
+    from tests.unit.test_import_cycles import graph
+
+    edges = graph()
+    ours = [name for name in edges if name.startswith("chaos.faults") or name == "chaos.checkpoint_tools"]
+    assert "chaos.faults.checkpoint" in ours
+    assert not {target for name in ours for target in edges[name] if target.startswith("job")}
