@@ -3,8 +3,8 @@
 An experiment depends on its spec file, the suite file that shaped it, the code of its fault kinds (and of lifecycle
 triggers when a fault has `on:`), and on everything every run uses: the job, the stack, the harness's run loop and
 checkers. The rules below are deliberately conservative: a changed file the table does not know makes every
-experiment run, and so does a change to a fault module outside one fault kind's own code. Only files that cannot
-change what a run does or how it is judged (docs, tests, the report, benches) are skipped.
+experiment run, and so does a change to the fault kinds' shared code (chaos/faults/base.py, registry.py). Only files
+that cannot change what a run does or how it is judged (docs, tests, the report, benches) are skipped.
 
 `select` is pure (files and changed lines in, decisions out), so the rules are unit-tested without git.
 """
@@ -35,8 +35,20 @@ KIND_FILES: Mapping[str, tuple[str, ...]] = {
 }
 # Code that lifecycle triggers (`on:`) run on; s3proxy sees the job's requests for them.
 TRIGGER_FILES = ("chaos/triggers.py", "chaos/lifecycle.py", "infra/s3proxy.py", "infra/s3proxy/*")
-# Modules with one section per fault kind: a changed line inside a kind's own section reruns only that kind.
-SECTIONED = ("chaos/faults.py", "chaos/faults_catalog.py")
+# Fault kinds live in one module per family (chaos/faults/network.py, ...): a changed line inside a kind's own code
+# reruns the experiments using that kind, any other line of the module those using a kind of the family. The
+# package's other modules (base.py, registry.py, __init__.py) are shared by every kind.
+FAULTS_DIR = "chaos/faults/"
+SHARED_FAULT_MODULES = ("__init__.py", "base.py", "registry.py")
+
+
+def is_family_module(path: str) -> bool:
+    name = path[len(FAULTS_DIR):]
+    return (path.startswith(FAULTS_DIR) and "/" not in name and name.endswith(".py")
+            and name not in SHARED_FAULT_MODULES)
+
+
+Spans = tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
@@ -56,63 +68,36 @@ def _matches(path: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatch(path, p) for p in patterns)
 
 
-def section_kinds(source: str, path: str) -> Mapping[str, tuple[int, int]] | None:
-    """Fault kind -> (first line, last line) of the code that belongs to it alone in one of SECTIONED.
-
-    chaos/faults.py: a kind's implementation class (from IMPLEMENTATIONS; a class that serves several kinds, such as
-    the toxics, gives each of them the same span). A base class is not in the registry, so its lines are shared code.
-    chaos/faults_catalog.py: a kind's `FaultType("kind", ...)` call.
-    """
+def section_kinds(source: str, path: str = "") -> Mapping[str, Spans] | None:
+    """Fault kind -> the (first line, last line) spans of the code that belongs to it in a family module: its
+    `FaultKind("kind", ...)` declaration and every class or function of the module the declaration names (its
+    implementation, validate, reshape, a params helper). Code named by several kinds (the toxics' one class) belongs to
+    each of them. None when the module declares no kind."""
     tree = ast.parse(source)
+    defs = {n.name: (n.lineno, n.end_lineno or n.lineno) for n in tree.body
+            if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     spans: dict[str, list[tuple[int, int]]] = {}
-    if path.endswith("faults_catalog.py"):
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "FaultType" and node.args
-                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-                spans.setdefault(node.args[0].value, []).append((node.lineno, node.end_lineno or node.lineno))
-        return {k: v[0] for k, v in spans.items() if len(v) == 1}
-    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    registry: dict[str, str] = {}
-    for node in tree.body:
-        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
-            continue
-        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-        if getattr(target, "id", None) != "IMPLEMENTATIONS" or not isinstance(node.value, ast.Dict):
-            continue
-        for key, value in zip(node.value.keys, node.value.values):
-            if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Name):
-                registry[key.value] = value.id
-            elif key is None and isinstance(value, ast.DictComp) and isinstance(value.value, ast.Name):
-                # **{name: Cls for name in NAMES}: NAMES is a tuple of strings or a module-level dict's keys
-                for name in _constant_strings(tree, value.generators[0].iter):
-                    registry[name] = value.value.id
-    if not registry:
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "FaultKind" and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            own = spans.setdefault(node.args[0].value, [])
+            own.append((node.lineno, node.end_lineno or node.lineno))
+            own += sorted({defs[n.id] for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in defs})
+    return {kind: tuple(found) for kind, found in spans.items()} or None
+
+
+def kinds_of_change(change: Change, sections: Mapping[str, Spans] | None) -> set[str] | None:
+    """The fault kinds a change to a family module touches: the kinds whose own code holds a changed line, and every
+    kind of the module for a line of none (the family's shared code); None when the module's kinds are not known
+    (it could not be parsed, or was deleted): then every experiment may depend on it."""
+    if not sections:
         return None
-    return {kind: (classes[cls].lineno, classes[cls].end_lineno or classes[cls].lineno)
-            for kind, cls in registry.items() if cls in classes}
-
-
-def _constant_strings(tree: ast.Module, node: ast.expr) -> list[str]:
-    if isinstance(node, ast.Name):
-        for stmt in tree.body:
-            if (isinstance(stmt, ast.Assign) and getattr(stmt.targets[0], "id", None) == node.id
-                    and isinstance(stmt.value, ast.Dict)):
-                node = ast.Tuple(elts=[k for k in stmt.value.keys if k is not None])
-                break
-    elts = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
-    return [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-
-
-def kinds_of_change(change: Change, sections: Mapping[str, tuple[int, int]] | None) -> set[str] | None:
-    """The fault kinds a change to a SECTIONED module touches; None when it touches shared code (every kind)."""
-    if not change.lines or not sections:
-        return None
+    if not change.lines:
+        return set(sections)
     touched: set[str] = set()
     for line in change.lines:
-        owners = {kind for kind, (first, last) in sections.items() if first <= line <= last}
-        if not owners:
-            return None  # imports, helpers, base classes, the registry itself: shared by every kind
-        touched |= owners
+        owners = {kind for kind, spans in sections.items() if any(first <= line <= last for first, last in spans)}
+        touched |= owners or set(sections)
     return touched
 
 
@@ -121,7 +106,7 @@ def _uses(spec: ExperimentSpec, prefixes: Iterable[str]) -> bool:
 
 
 def select(specs: Sequence[ExperimentSpec], changes: Sequence[Change], suite_source: str | None,
-           sections: Mapping[str, Mapping[str, tuple[int, int]] | None], root: Path) -> list[Decision]:
+           sections: Mapping[str, Mapping[str, Spans] | None], root: Path) -> list[Decision]:
     """Which of `specs` to run for `changes` (paths relative to `root`), each with the reason."""
     def rel(source: str) -> str:
         try:
@@ -145,10 +130,10 @@ def select(specs: Sequence[ExperimentSpec], changes: Sequence[Change], suite_sou
             continue  # another experiment's spec, or a suite not being run
         if _matches(path, INERT):
             continue
-        if path in SECTIONED:
+        if is_family_module(path):
             kinds = kinds_of_change(change, sections.get(path))
             if kinds is None:
-                everyone = everyone or f"{path} changed outside one fault kind's own code"
+                everyone = everyone or f"{path} changed and its fault kinds are not known"
                 continue
             for spec in specs:
                 used = sorted({f.fault for f in spec.faults} & kinds)
@@ -188,7 +173,7 @@ def _git(root: Path, *args: str) -> str:
 
 def changes_since(ref: str, root: Path) -> list[Change]:
     """Files changed between REF and the working tree (committed, staged, unstaged, untracked), with the changed
-    lines of the current version of each SECTIONED module."""
+    lines of the current version of each fault family module."""
     if ref.startswith("-"):
         raise errors.ChaosError(f"--changed-since: {ref!r} is not a git revision", errors.USAGE)
     try:
@@ -201,7 +186,7 @@ def changes_since(ref: str, root: Path) -> list[Change]:
     changes = []
     for path in sorted(paths):
         lines: list[int] = []
-        if path in SECTIONED and (root / path).is_file():
+        if is_family_module(path) and (root / path).is_file():
             for row in _git(root, "diff", "-U0", ref, "--", path).splitlines():
                 m = _HUNK.match(row)
                 if m:
@@ -212,11 +197,15 @@ def changes_since(ref: str, root: Path) -> list[Change]:
     return changes
 
 
-def sections_at(root: Path) -> dict[str, Mapping[str, tuple[int, int]] | None]:
-    found: dict[str, Mapping[str, tuple[int, int]] | None] = {}
-    for path in SECTIONED:
+def sections_at(root: Path) -> dict[str, Mapping[str, Spans] | None]:
+    """The kinds' own code in each fault family module of the tree at `root`."""
+    found: dict[str, Mapping[str, Spans] | None] = {}
+    for module in sorted((root / FAULTS_DIR).glob("*.py")):
+        path = f"{FAULTS_DIR}{module.name}"
+        if not is_family_module(path):
+            continue
         try:
-            found[path] = section_kinds((root / path).read_text(), path)
+            found[path] = section_kinds(module.read_text(), path)
         except (OSError, SyntaxError):
             found[path] = None
     return found

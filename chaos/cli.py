@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # chaos.spec is imported where used (it is not needed by ever
     from .spec import ExperimentSpec
 
 BACKENDS = ("local", "containers")
-MAX_SEED = 2**31 - 1  # a seed's bound (chaos/spec.py LIMITS); `--seed random` draws below it
+MAX_SEED = 2**31 - 1  # a seed's bound (chaos/spec/fields.py LIMITS); `--seed random` draws below it
 MAX_BENCH_SECONDS = 24 * 3600.0  # bench job --seconds: a variant's run, like any spec duration
 MAX_ROUNDS = 100  # bench startup --rounds: each round starts a job per variant
 

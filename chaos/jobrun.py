@@ -1,6 +1,6 @@
 """One arm of a run: a workload into Kafka, the job as a driver process, a drain, and the oracle's verdict.
 
-    arm = JobArm(stack, arm_dir, ArmConfig(profile="hardened", workload=spec))
+    arm = JobArm(stack, arm_dir, ArmConfig(profile="hardened", workload=spec, settings={"gap_ms": 3_000}))
     arm.create_topic(); arm.start_job(); arm.produce(); arm.drain(); arm.stop_job()
     report = arm.judge()
 
@@ -9,13 +9,17 @@ The job is the system under test: the harness only starts, signals and reads it.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from job.settings import Settings, resolve
 
 from infra.driver import launch_driver
 from infra.procs import ManagedProcess
@@ -30,26 +34,45 @@ DRAIN_KEY = "__drain__"
 
 @dataclass(frozen=True)
 class ArmConfig:
+    """One arm's job: its profile, its workload, and its settings as the one document the job gets
+    (`--settings-json`, checked by job.settings.settings_document). Every setting the document leaves out is the
+    profile's, as job/settings.py declares it: the harness keeps no defaults of its own."""
+
     profile: str                      # hardened | naive | baseline
     workload: WorkloadSpec
     partitions: int = 4
-    gap_ms: int = 3_000
-    max_session_ms: int | None = 30_000
-    watermark_ms: int = 2_000
-    trigger_ms: int = 1_000
+    settings: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))  # Settings fields
+    # The experiment's contract where the arm's own settings depart from it (a mutant with max_session_ms off): the
+    # sessions the oracle expects follow the contract (max_session_ms), not the arm's settings.
+    contract: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
     extra_job_args: tuple[str, ...] = ()
     drain_timeout_s: float = 120.0
-    settings: dict = field(default_factory=dict)  # Settings fields applied last (job --settings-json)
 
     def job_args(self) -> list[str]:
-        args = ["--gap", f"{self.gap_ms}ms", "--trigger", f"{self.trigger_ms}ms"]
-        if self.profile != "naive":
-            args += ["--watermark", f"{self.watermark_ms}ms"]
-            if self.max_session_ms and self.profile == "hardened":
-                args += ["--max-session", f"{self.max_session_ms}ms"]
-        if self.settings:
-            args += ["--settings-json", json.dumps(self.settings)]
+        args = ["--settings-json", json.dumps(dict(self.settings))] if self.settings else []
         return args + list(self.extra_job_args)
+
+    @property
+    def job_settings(self) -> Settings:
+        """The settings the job runs with (resolved, and checked, by the job's own module)."""
+        return resolve(self.profile, self.settings)
+
+    @property
+    def gap_ms(self) -> int:
+        return self.job_settings.gap_ms
+
+    @property
+    def watermark_ms(self) -> int:
+        return self.job_settings.watermark_ms or 0
+
+    @property
+    def trigger_ms(self) -> int:
+        return self.job_settings.trigger_ms
+
+    @property
+    def max_session_ms(self) -> int | None:
+        """The longest session the oracle expects: the contract's bound."""
+        return resolve(self.profile, {**self.settings, **self.contract}).max_session_ms
 
     @property
     def event_time(self) -> bool:
@@ -118,7 +141,7 @@ class JobArm:
         proxied ones), so the probes keep reading the first deployment."""
         settings = {**self.config.settings, "checkpoint_path": self.checkpoint_prefix,
                     "output_path": f"{self.state.deployment}/output", "proxied_driver": False}
-        config = ArmConfig(**{**self.config.__dict__, "settings": settings})
+        config = dataclasses.replace(self.config, settings=settings)
         args = ["--profile", self.config.profile, "--topic", self.state.topic,
                 "--deployment", f"{self.state.deployment}-second",
                 "--progress-file", str(self.dir / "progress-second.jsonl"), *config.job_args()]

@@ -22,16 +22,17 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 from infra.errors import InfraError
 from infra.stack import Stack, signals_deferred
-from job.settings import FACTORIES
+from job.settings import FACTORIES, settings_document
 
 from .checks.logs import control_signatures
 from .checks.recovery import healthy_sample
 from .checks.registry import holding_back
 from .faults import FaultContext, build
+from .faults.registry import FAULTS
 from .history import HistoryWriter
 from .jobrun import DRAIN_KEY, ArmConfig, JobArm
 from .lifecycle import LifecycleWatch
@@ -66,13 +67,13 @@ def _workload(spec: ExperimentSpec, shape: str, duration_ms: int, seed: int, **c
 def segments(spec: ExperimentSpec, jitters: dict[int, float], only: Iterable[int] | None = None,
              total: float | None = None) -> list[tuple[float, WorkloadSpec]]:
     """(start second, workload) pieces covering the whole run (`total` seconds, default the spec's phases): the
-    spec's workload, except inside the window of a data fault (of the faults `only` names, default all), where the
-    fault's shape runs instead."""
+    spec's workload, except inside the window of a fault whose kind reshapes the workload (of the faults `only`
+    names, default all), where the kind's shape runs instead."""
     total = spec.phases.total if total is None else total
     windows = []
     chosen = set(range(len(spec.faults)) if only is None else only)
     for index, fault in enumerate(spec.faults):
-        if fault.fault.startswith("data.") and index in chosen:
+        if FAULTS[fault.fault].reshape is not None and index in chosen:
             start = spec.phases.steady + fault.at + jitters.get(index, 0.0)
             windows.append((start, min(total, start + fault.duration), fault))
     windows.sort(key=lambda w: w[0])
@@ -81,15 +82,11 @@ def segments(spec: ExperimentSpec, jitters: dict[int, float], only: Iterable[int
         if start > cursor:
             pieces.append((cursor, _workload(spec, spec.workload.shape, round((start - cursor) * 1000),
                                              spec.seed + 2 * number)))
-        params: Mapping[str, Any] = fault.params
-        if fault.fault == "data.hot_key":
-            shaped = _workload(spec, "hot_key", round((end - start) * 1000), spec.seed + 2 * number + 1,
-                               hot_key_share=params["share"])
-        else:
-            shaped = _workload(spec, "rotating", round((end - start) * 1000), spec.seed + 2 * number + 1,
-                               rotation_live_actors=params["live_actors"],
-                               rotation_gap_ms=round(params["gap"] * 1000))
-        pieces.append((start, shaped))
+        reshape = FAULTS[fault.fault].reshape
+        assert reshape is not None
+        changes = dict(reshape(fault.params))  # the kind's own shape of its window (chaos/faults/data.py)
+        pieces.append((start, _workload(spec, changes.pop("shape"), round((end - start) * 1000),
+                                        spec.seed + 2 * number + 1, **changes)))
         cursor = max(cursor, end)
     if cursor < total:
         pieces.append((cursor, _workload(spec, spec.workload.shape, round((total - cursor) * 1000),
@@ -113,7 +110,8 @@ def planned_events(pieces: Iterable[tuple[float, WorkloadSpec]], start_ms: int) 
 
 # -- one arm -----------------------------------------------------------------------------------------------------
 def arm_config(spec: ExperimentSpec, profile: str) -> ArmConfig:
-    """The job settings this arm runs with: the profile's, the spec's `job` section, the arm's settings."""
+    """The job settings this arm runs with: the profile's, the spec's `job` section, the arm's settings; sent to the
+    job as one document of what departs from the profile (checked here by the job's own settings_document)."""
     base = FACTORIES[profile]("t", "d", "p")
     final = spec.apply_settings(profile, base)
     changes = {f.name: getattr(final, f.name) for f in dataclasses.fields(final)
@@ -125,10 +123,9 @@ def arm_config(spec: ExperimentSpec, profile: str) -> ArmConfig:
     # The sessions the oracle expects follow the experiment's contract (the profile and the `job` section), not an
     # arm's own settings: an arm that turns the maximum session length off (a mutant) is judged by the contract.
     contract = spec.apply_settings(profile, base, arm_settings=False)
+    judged = {} if contract.max_session_ms == final.max_session_ms else {"max_session_ms": contract.max_session_ms}
     return ArmConfig(profile=profile, workload=placeholder, partitions=spec.workload.partitions,
-                     gap_ms=final.gap_ms, max_session_ms=contract.max_session_ms,
-                     watermark_ms=final.watermark_ms or 0, trigger_ms=final.trigger_ms,
-                     settings=changes, drain_timeout_s=180.0)
+                     settings=settings_document(changes), contract=judged, drain_timeout_s=180.0)
 
 
 PROGRESS_EVERY_S = 15.0

@@ -1,4 +1,4 @@
-"""The JSON Schema of an experiment spec, built from the validator's own tables (chaos/spec.py, the fault catalog,
+"""The JSON Schema of an experiment spec, built from the validator's own tables (chaos/spec/, the fault kinds,
 the lifecycle triggers), so editors can complete and check a spec as it is written. `chaos schema` prints it;
 docs/spec.schema.json is the committed copy (a unit test keeps it equal to this).
 
@@ -9,16 +9,17 @@ The schema says what each field may hold: its name, type, choices and bounds (LI
 from __future__ import annotations
 
 from . import spec, triggers
-from .faults_catalog import FAULTS, Param
+from .faults.base import Param
+from .faults.registry import FAULTS
 from .history import PHASES
 
 SCHEMA_ID = "https://streaming-state-chaos.invalid/spec.schema.json"  # an identifier only; nothing is fetched
 
 
 def _duration(minimum: float = 0.0) -> dict:
-    return {"anyOf": [{"type": "string", "pattern": spec._DURATION.pattern},
+    return {"anyOf": [{"type": "string", "pattern": spec.DURATION_RE.pattern},
                       {"type": "number", "minimum": minimum, "maximum": spec.MAX_DURATION_S}],
-            "description": spec._DURATION_HELP}
+            "description": spec.DURATION_HELP}
 
 
 def _int(field: str, minimum: int | None = 0, maximum: float | None = None) -> dict:
@@ -62,7 +63,7 @@ def _param(name: str, param: Param) -> dict:
         out = {"anyOf": [one, {"type": "array", "items": one, "minItems": 1, "uniqueItems": True}]} if param.many \
             else one
     elif param.kind == "glob":
-        out = {"type": "string", "pattern": spec._GLOB.pattern}
+        out = {"type": "string", "pattern": spec.GLOB_RE.pattern}
     else:
         cap = spec.LIMITS.get(name, spec.MAX_INT if param.kind == "int" else spec.MAX_NUMBER)
         bound = {"type": "integer" if param.kind == "int" else "number",
@@ -121,8 +122,8 @@ def _settings() -> dict:
     kinds = {"max_offsets_per_trigger": {"anyOf": [_int("max_offsets_per_trigger", 1), {"type": "null"}]},
              "min_batches_to_retain": _int("min_batches_to_retain", 2), "failure_budget": _int("failure_budget"),
              "state_impl": {"enum": list(spec.STATE_IMPLS)}}
-    return _object({name: kinds.get(name, option_map if name in spec._OPTION_MAPS else {"type": "boolean"})
-                    for name in spec._SETTINGS})
+    return _object({name: kinds.get(name, option_map if name in spec.OPTION_MAPS else {"type": "boolean"})
+                    for name in spec.ARM_SETTINGS})
 
 
 def _arm(control: bool) -> dict:
@@ -143,18 +144,18 @@ def spec_schema() -> dict:
         "rotation_live_actors": _int("rotation_live_actors", 1), "rotation_gap": _duration(),
     }, required=("shape", "rate"))
     properties = {
-        "name": {"type": "string", "pattern": spec._NAME.pattern, "maxLength": spec.MAX_NAME},
+        "name": {"type": "string", "pattern": spec.NAME_RE.pattern, "maxLength": spec.MAX_NAME},
         "description": _text(),
-        "incident": _object({"file": {"type": "string", "pattern": spec._INCIDENT_FILE.pattern}, "error": _text()},
+        "incident": _object({"file": {"type": "string", "pattern": spec.INCIDENT_FILE_RE.pattern}, "error": _text()},
                             required=("file", "error")),
         "seed": _int("seed"),
         "workload": workload,
-        "job": _object({name: {"anyOf": [_duration(), {"type": "null"}]} for name in spec._JOB}),
+        "job": _object({name: {"anyOf": [_duration(), {"type": "null"}]} for name in spec.JOB_FIELDS}),
         "phases": _object({name: _duration() for name in PHASES}, required=PHASES),
         "faults": {"type": "array", "minItems": 1, "maxItems": spec.MAX_ITEMS,
                    "items": {"oneOf": [_fault(name) for name in FAULTS]}},
         "probes": {"type": "array", "maxItems": spec.MAX_ITEMS, "items": _object({
-            "metric": {"enum": list(spec._PROBE_METRICS)}, "min": _number("min"), "max": _number("max"),
+            "metric": {"enum": list(spec.PROBE_METRICS)}, "min": _number("min"), "max": _number("max"),
             "phases": _phase_list(), "tolerance": _number("tolerance", 0.0, 0.99)}, required=("metric",))},
         "arms": {**_object({profile: _arm(profile in spec.CONTROL_PROFILES) for profile in spec.ARM_PROFILES}),
                  "minProperties": 1},
@@ -162,12 +163,12 @@ def spec_schema() -> dict:
         "cannot_discriminate": _text(),
         "claims": {"type": "array", "items": {"enum": list(_switches())}, "uniqueItems": True},
     }
-    missing = set(spec._TOP) ^ set(properties)
-    assert not missing, f"the schema and chaos/spec.py's top-level fields differ: {sorted(missing)}"
+    missing = set(spec.TOP_FIELDS) ^ set(properties)
+    assert not missing, f"the schema and chaos.spec's top-level fields differ: {sorted(missing)}"
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
             "title": "streaming-state-chaos experiment spec",
             "description": "experiments/*.yaml; the fields are documented in experiments/README.md",
-            **_object(properties, required=spec._TOP_REQUIRED)}
+            **_object(properties, required=spec.TOP_REQUIRED)}
 
 
 def _switches() -> tuple[str, ...]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import types
 from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping, Union, get_args, get_origin, get_type_hints
 
 PROFILES = ("hardened", "naive", "baseline")
 STATE_IMPLS = ("session-window", "tws-rows", "tws-pandas")
@@ -144,6 +146,54 @@ def baseline(topic: str, deployment: str, progress_file: str, **overrides) -> Se
 
 FACTORIES = {"hardened": hardened, "naive": naive, "baseline": baseline}
 
+# Given by their own options, never by a settings document.
+IDENTITY = ("profile", "topic", "deployment", "progress_file")
+
+
+def _fits(value: object, hint: Any) -> bool:
+    if get_origin(hint) in (Union, types.UnionType):
+        return any(_fits(value, arg) for arg in get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if get_origin(hint) is dict:
+        key, val = get_args(hint)
+        return isinstance(value, dict) and all(_fits(k, key) and _fits(v, val) for k, v in value.items())
+    return False
+
+
+def settings_document(doc: object) -> dict[str, Any]:
+    """A settings document (Settings fields over the profile's, as `--settings-json` gives them) checked field by
+    field against Settings: its names, its types, its choices. ValueError names the first field that is wrong. The
+    defaults of the fields it leaves out are the profile's: this module's, and nowhere else's."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"a settings document is a JSON object of Settings fields, got {type(doc).__name__}")
+    hints = get_type_hints(Settings)
+    known = [f.name for f in fields(Settings) if f.name not in IDENTITY]
+    for name, value in doc.items():
+        if name in IDENTITY:
+            raise ValueError(f"setting {name!r} is given by its own option (--{name.replace('_', '-')}), not here")
+        if name not in known:
+            raise ValueError(f"unknown setting {name!r}; allowed: {', '.join(sorted(known))}")
+        if not _fits(value, hints[name]):
+            raise ValueError(f"setting {name!r}: {value!r} is not a {hints[name]}")
+    if "state_impl" in doc and doc["state_impl"] not in STATE_IMPLS:
+        raise ValueError(f"setting 'state_impl': {doc['state_impl']!r}; allowed: {', '.join(STATE_IMPLS)}")
+    return dict(doc)
+
+
+def resolve(profile: str, document: Mapping[str, Any], topic: str = "", deployment: str = "",
+            progress_file: str = "") -> Settings:
+    """The Settings a job of `profile` runs with given a settings document (what `--settings-json` carries)."""
+    return FACTORIES[profile](topic, deployment, progress_file, **settings_document(dict(document)))
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The job's own settings (what it does, not where it runs: job/spark.py has those)."""
@@ -164,7 +214,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-path", help="bucket key prefix of the checkpoint (default <deployment>/checkpoint)")
     parser.add_argument("--output-path", help="bucket key prefix of the output (default <deployment>/output)")
     parser.add_argument("--settings-json", type=json.loads, default={},
-                        help="JSON object of Settings fields applied last (how the harness passes an arm's settings)")
+                        help="JSON object of Settings fields over the profile's, applied last and checked field by "
+                             "field (the one document the harness sends an arm's settings in)")
 
 
 def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settings:
@@ -173,11 +224,10 @@ def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         "trigger_ms": args.trigger, "max_offsets_per_trigger": args.max_offsets_per_trigger,
         "run_seconds": args.run_seconds, "state_impl": args.state_impl, "checkpoint_path": args.checkpoint_path,
         "output_path": args.output_path}.items() if value is not None}
-    known = {f.name for f in fields(Settings)}
-    unknown = sorted(set(args.settings_json) - known)
-    if unknown:
-        parser.error(f"--settings-json: unknown setting {unknown[0]!r}; allowed: {', '.join(sorted(known))}")
-    overrides.update(args.settings_json)
+    try:
+        overrides.update(settings_document(args.settings_json))
+    except ValueError as exc:
+        parser.error(f"--settings-json: {exc}")
     return FACTORIES[args.profile](args.topic, args.deployment, args.progress_file, **overrides)
 
 

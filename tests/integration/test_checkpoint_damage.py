@@ -111,7 +111,8 @@ def _read_json(run: Run, key: str) -> dict:
 @pytest.fixture(scope="module")
 def run(stack, tmp_path_factory):
     workload = WorkloadSpec(shape="zipf", keys=50, rate=100, duration_ms=900_000, seed=SEED)
-    arm = JobArm(stack, tmp_path_factory.mktemp("arm"), ArmConfig(profile="hardened", workload=workload))
+    arm = JobArm(stack, tmp_path_factory.mktemp("arm"), ArmConfig(profile="hardened", workload=workload, settings={
+        "gap_ms": 3_000, "max_session_ms": 30_000, "watermark_ms": 2_000}))
     arm.create_topic()
     stop = threading.Event()
     producer = threading.Thread(target=arm.produce, kwargs={"stop_event": stop}, daemon=True, name="producer")

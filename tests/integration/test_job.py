@@ -30,8 +30,8 @@ WORKLOAD = WorkloadSpec(shape="zipf", keys=300, rate=400, duration_ms=15_000, se
 
 @pytest.mark.parametrize("profile", ["hardened", "naive"])
 def test_clean_run_is_exactly_once(stack, tmp_path, profile):
-    arm = JobArm(stack, tmp_path / profile, ArmConfig(profile=profile, workload=WORKLOAD, gap_ms=2_000,
-                                                      max_session_ms=5_000, watermark_ms=1_000))
+    arm = JobArm(stack, tmp_path / profile, ArmConfig(profile=profile, workload=WORKLOAD, settings={
+        "gap_ms": 2_000, **({} if profile == "naive" else {"max_session_ms": 5_000, "watermark_ms": 1_000})}))
     # A clean run (no fault): topic, job, workload, drain, stop, judge; the job is stopped whatever happens. And a
     # look at the driver's and the executor's JVMs while the workload runs.
     arm.create_topic()
@@ -118,7 +118,7 @@ def test_no_process_has_the_s3_credentials_on_its_command_line(stack, tmp_path):
     secret key or access key (pyspark passes every session setting to spark-submit as `--conf`, which `ps` shows)."""
     arm = JobArm(stack, tmp_path / "secrets", ArmConfig(
         profile="hardened", workload=WorkloadSpec(shape="uniform", keys=20, rate=100, duration_ms=5_000, seed=3),
-        gap_ms=1_000, max_session_ms=5_000, watermark_ms=500))
+        settings={"gap_ms": 1_000, "max_session_ms": 5_000, "watermark_ms": 500}))
     needles = {"the S3 secret key": stack.credentials.secret_key.encode(),
                "the S3 access key": stack.credentials.access_key.encode()}
     arm.create_topic()

@@ -1,5 +1,5 @@
 """Stack.restart and process faults on every backend: a component killed with SIGKILL comes back in place
-(same ports, same data), and Spark executors are found under the worker's pid as chaos/faults.py does.
+(same ports, same data), and Spark executors are found under the worker's pid as chaos/faults/process.py does.
 
 One stack per backend for the module.
 """
@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from chaos import smoke
-from chaos.faults import _executor_pids
+from chaos.faults.process import executor_pids
 from infra.driver import launch_driver
 from infra.errors import InfraError
 from infra.stack import PROXIES
@@ -88,7 +88,7 @@ def test_spark_worker_restart_registers_again(stack):
 
 
 def test_executors_descend_from_the_worker_pid(stack):
-    """chaos/faults.py finds executors as descendants of the worker's host pid: that holds on every backend."""
+    """chaos/faults/process.py finds executors as descendants of the worker's host pid: that holds on every backend."""
     worker = stack.handles["spark-worker"]
     assert isinstance(worker.pid, int) and worker.pid > 1
     topic = smoke.check_kafka_roundtrip(stack)["topic"]
@@ -97,7 +97,7 @@ def test_executors_descend_from_the_worker_pid(stack):
     try:
         deadline = time.monotonic() + 240
         while not found and probe.alive() and time.monotonic() < deadline:
-            found = _executor_pids(worker.pid)
+            found = executor_pids(worker.pid)
             time.sleep(0.2)
         code = probe.wait(timeout=300)
     finally:

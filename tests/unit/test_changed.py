@@ -52,24 +52,45 @@ def test_the_suite_file_or_the_job_runs_everything(specs):
         assert path in chosen["slow-s3-put"].reason
 
 
+def _users(specs, *kinds: str) -> set[str]:
+    return {s.name for s in specs if any(f.fault in kinds for f in s.faults)}
+
+
 def test_a_line_inside_one_fault_kind_runs_its_users(specs):
-    line = _line_of("chaos/faults.py", "class CorruptCheckpoint")
-    chosen = _decide(specs, Change("chaos/faults.py", (line + 3,)))
-    users = {s.name for s in specs if any(f.fault == "checkpoint.corrupt" for f in s.faults)}
+    for text, kind in (("class CorruptCheckpoint", "checkpoint.corrupt"), ("def _validate_corrupt", "checkpoint.corrupt"),
+                       ('FaultKind("checkpoint.corrupt"', "checkpoint.corrupt")):
+        line = _line_of("chaos/faults/checkpoint.py", text)
+        chosen = _decide(specs, Change("chaos/faults/checkpoint.py", (line + 3,)))
+        users = _users(specs, kind)
+        assert users and {n for n, d in chosen.items() if d.run} == users, text
+        assert kind in chosen[sorted(users)[0]].reason
+
+
+def test_a_shared_line_of_a_family_runs_the_users_of_the_family(specs):
+    chosen = _decide(specs, Change("chaos/faults/checkpoint.py", (1,)))
+    users = _users(specs, "checkpoint.corrupt", "checkpoint.second_deployment")
     assert users and {n for n, d in chosen.items() if d.run} == users
-    assert "checkpoint.corrupt" in chosen[sorted(users)[0]].reason
+    assert not all(d.run for d in chosen.values())
 
 
-def test_a_shared_line_in_a_fault_module_runs_everything(specs):
-    chosen = _decide(specs, Change("chaos/faults.py", (1,)))
-    assert all(d.run for d in chosen.values())
+def test_the_shared_fault_code_runs_everything(specs):
+    for path in ("chaos/faults/base.py", "chaos/faults/registry.py", "chaos/faults/__init__.py",
+                 "chaos/faults_catalog.py"):
+        chosen = _decide(specs, Change(path, (1,)))
+        assert all(d.run for d in chosen.values()), path
 
 
-def test_a_toxic_kind_maps_through_the_comprehension():
-    sections = section_kinds((ROOT / "chaos/faults.py").read_text(), "chaos/faults.py")
-    assert sections["network.latency"] == sections["network.reset_peer"]
-    catalog = section_kinds((ROOT / "chaos/faults_catalog.py").read_text(), "chaos/faults_catalog.py")
-    assert catalog["network.latency"] != catalog["network.reset_peer"]
+def test_every_kind_has_its_own_code_in_its_family_module():
+    from chaos.faults.registry import FAULTS
+
+    sections = sections_at(ROOT)
+    assert set(FAULTS) == {kind for kinds in sections.values() if kinds for kind in kinds}
+    network = sections["chaos/faults/network.py"]
+    assert network is not None
+    # the toxics share one class (both own it) but each has its own declaration
+    assert network["network.latency"] != network["network.reset_peer"]
+    assert set(network["network.latency"]) & set(network["network.reset_peer"])
+    assert not set(network["network.down"]) & set(network["network.latency"])
 
 
 def test_trigger_code_runs_experiments_with_on(specs):
@@ -89,8 +110,8 @@ def repo(tmp_path):
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     root = tmp_path / "repo"
-    (root / "chaos").mkdir(parents=True)
-    shutil.copy(ROOT / "chaos" / "faults.py", root / "chaos" / "faults.py")
+    (root / "chaos" / "faults").mkdir(parents=True)
+    shutil.copy(ROOT / "chaos" / "faults" / "process.py", root / "chaos" / "faults" / "process.py")
     (root / "README.md").write_text("x\n")
 
     def git(*args):
@@ -102,16 +123,17 @@ def repo(tmp_path):
 
 
 def test_changes_since_reads_the_working_tree(repo):
-    path = repo / "chaos" / "faults.py"
+    path = repo / "chaos" / "faults" / "process.py"
     lines = path.read_text().splitlines(keepends=True)
     target = next(i for i, line in enumerate(lines) if "class Pause" in line)
     lines.insert(target + 1, "    # a comment\n")
     path.write_text("".join(lines))
     (repo / "new.txt").write_text("untracked\n")
     found = {c.path: c for c in changes_since("HEAD", repo)}
-    assert set(found) == {"chaos/faults.py", "new.txt"}
-    assert found["chaos/faults.py"].lines == (target + 2,)
-    assert section_kinds(path.read_text(), "chaos/faults.py")["process.pause"][0] == target + 1
+    assert set(found) == {"chaos/faults/process.py", "new.txt"}
+    assert found["chaos/faults/process.py"].lines == (target + 2,)
+    sections = section_kinds(path.read_text(), "chaos/faults/process.py")
+    assert sections is not None and any(first == target + 1 for first, _ in sections["process.pause"])
 
 
 @pytest.mark.parametrize("ref", ["no-such-ref", "--output=x", "HEAD~5"])

@@ -1,9 +1,11 @@
 """Pure parts of the engine: the workload plan with data-fault windows, pacing, arm settings, the fault registry."""
 from __future__ import annotations
 
+import re
 import textwrap
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,8 @@ from chaos.jobrun import EventTimePacer
 from chaos.run import arm_config, planned_events, segments
 from chaos.spec import load_experiment
 from chaos.workload import Event
+
+ROOT = Path(__file__).resolve().parents[2]
 
 BASE = """
 name: plan-test
@@ -147,3 +151,44 @@ def test_the_recover_phase_outlasts_a_late_heal_by_the_recovery_bound():
     assert recovery_window_end(96.7, 50.0, bound) == 96.7  # an early heal: the planned end stands
     assert recovery_window_end(96.7, None, bound) == 96.7  # nothing healed: nothing to measure from
     assert recovery_window_end(96.7, 86.0, None) == 96.7  # no recovery target: the planned end stands
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.yaml")), ids=lambda p: p.stem)
+def test_the_job_gets_an_arms_settings_as_one_document(path):
+    """Settings sent once: the arm's settings go to the job as one --settings-json document of what departs from the
+    profile, and the job (job/settings.py, the only place with defaults) resolves them to the spec's settings."""
+    import dataclasses
+
+    from job.settings import FACTORIES, from_args
+
+    spec = load_experiment(path)
+    for arm in spec.arms:
+        config = arm_config(spec, arm.profile)
+        args = config.job_args()
+        assert args in ([], ["--settings-json", args[-1] if args else ""])
+        job = from_args(["--profile", arm.profile, "--topic", "t", "--deployment", "d", "--progress-file", "p", *args])
+        expected = spec.apply_settings(arm.profile, FACTORIES[arm.profile]("t", "d", "p"))
+        if arm.profile == "naive":  # processing-time sessions: the event-time settings are not sent
+            expected = dataclasses.replace(expected, watermark_ms=None, max_session_ms=None)
+        assert job == expected
+        assert (config.gap_ms, config.trigger_ms) == (job.gap_ms, job.trigger_ms)
+
+
+@pytest.mark.parametrize("document, error", [
+    ({"gap_ms": "3s"}, "setting 'gap_ms': '3s' is not a"),
+    ({"lease": 1}, "setting 'lease': 1 is not a"),
+    ({"kafka_options": {"kafka.x": 1}}, "setting 'kafka_options'"),
+    ({"state_impl": "lists"}, "setting 'state_impl': 'lists'; allowed"),
+    ({"gap": 3000}, "unknown setting 'gap'"),
+    ({"topic": "other"}, "setting 'topic' is given by its own option (--topic)"),
+])
+def test_a_settings_document_is_checked_field_by_field(document, error, capsys):
+    import json
+
+    from job.settings import from_args, settings_document
+
+    with pytest.raises(ValueError, match=re.escape(error)):
+        settings_document(document)
+    with pytest.raises(SystemExit):
+        from_args(["--profile", "hardened", "--topic", "t", "--deployment", "d", "--settings-json", json.dumps(document)])
+    assert "--settings-json: " + error in capsys.readouterr().err

@@ -1,0 +1,199 @@
+"""What a fault kind is: its declaration (`FaultKind`: targets, params, validation, workload shaping, implementation)
+and the protocol of its implementation (`BaseFault`: inject then heal, recorded in the history).
+
+A fault kind lives in one module of its family (network.py, process.py, checkpoint.py, data.py, s3.py): the module
+declares `KINDS`, and chaos/faults/registry.py finds each by name. Nothing else names a kind: the spec validates a
+fault with its kind's params and `validate`, the runner builds its `implementation` and plans its `reshape`.
+
+Each fault is a small protocol: `inject()` then `heal()`; heal is idempotent and is called again in the runner's
+`finally` whatever happened, so a fault never outlives its run. A fault acts on the world through a `FaultContext`
+(the stack, the arm's job and the history) and records every transition (injecting, injected, healing, healed) in
+the history.
+
+Durations in params are resolved to seconds. A duration param is `scaled` when it places something in time inside
+the inject phase (it shrinks with the suite's `scale` like the phases do); magnitudes of a fault (a latency, a
+timeout) and durations tied to the job's own timing (a second deployment's stagger must outlast start-up) are not.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol
+
+from infra.errors import InfraError
+
+from ..history import HistoryWriter
+
+if TYPE_CHECKING:
+    from infra.procs import ManagedProcess
+    from infra.stack import Stack
+
+    from ..jobrun import ArmState
+    from ..spec.model import Fault
+
+ParamKind = Literal["duration", "int", "number", "choice", "glob"]
+
+
+@dataclass(frozen=True)
+class Param:
+    kind: ParamKind
+    summary: str
+    required: bool = False
+    default: object = None
+    minimum: float | None = None  # inclusive, for int, number and duration (seconds)
+    maximum: float | None = None  # inclusive
+    choices: tuple[object, ...] = ()  # for choice
+    words: tuple[str, ...] = ()  # literal words an int also accepts (checkpoint.corrupt version: newest)
+    scaled: bool = False  # durations only: multiplied by the suite's scale
+    many: bool = False  # choices only: a list of distinct choices is allowed too
+
+    def allowed(self) -> str:
+        """What a spec may write here, for the `allowed:` part of an error message."""
+        if self.kind == "choice":
+            one = " | ".join(str(c) for c in self.choices)
+            return f"{one}, or a list of distinct ones" if self.many else one
+        if self.kind == "duration":
+            low = "" if self.minimum is None else f" >= {self.minimum:g}s"
+            return f"a duration like 500ms, 30s, 2m{low}"
+        if self.kind == "glob":
+            return ("a key pattern relative to the arm's deployment, with * and ?, e.g. checkpoint/state/*, "
+                    "checkpoint/commits/*, output/* (letters, digits, _ . / - * ?; at most 200)")
+        bounds = []
+        if self.minimum is not None:
+            bounds.append(f">= {self.minimum:g}")
+        if self.maximum is not None:
+            bounds.append(f"<= {self.maximum:g}")
+        noun = "an integer" if self.kind == "int" else "a number"
+        text = " ".join([noun, " and ".join(bounds)]).strip()
+        return " or ".join([text, *self.words])
+
+
+def params(**declared: Param) -> Mapping[str, Param]:
+    return MappingProxyType(declared)
+
+
+# A kind's checks beyond its params' own ranges: (the fault as validated so far, the path of its spec entry) ->
+# raise chaos.spec.fields.Invalid. A data kind's reshaping: its params -> the WorkloadSpec fields of its window
+# (`shape` among them: chaos.run.segments plans the window with them).
+Validator = Callable[["Fault", tuple[str, ...]], None]
+Reshaper = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    name: str
+    summary: str
+    targets: tuple[str, ...]
+    params: Mapping[str, Param] = field(default_factory=lambda: MappingProxyType({}))
+    implementation: type[BaseFault] | None = None  # None only while declaring; the registry refuses it
+    validate: Validator | None = None
+    triggerable: bool = False  # may fire on a lifecycle event (`on:`, chaos/triggers.py); if it heals, for `for`
+    instant: bool = False  # acts at once: `for` means nothing to it
+    # Its effect is over as it acts (a kill, a damaged file) or it only reshapes the workload: recovery is measured
+    # from the restarts it causes (chaos/checks/recovery.py MOMENTARY_FAULTS, the checks' own copy, must agree).
+    momentary: bool = False
+    reshape: Reshaper | None = None  # data kinds: the workload of their window
+
+
+class ArmControl(Protocol):
+    """What a fault may do to the arm's job (chaos.jobrun.JobArm provides it)."""
+
+    job: ManagedProcess | None
+    state: ArmState  # the deployment's topic and name
+
+    @property
+    def checkpoint_prefix(self) -> str: ...
+
+    def start_job(self) -> ManagedProcess: ...
+    def start_second_deployment(self) -> ManagedProcess: ...
+    def stop_job(self, timeout: float = 60.0) -> int | None: ...
+
+
+@dataclass
+class FaultContext:
+    stack: Stack
+    arm: ArmControl
+    history: HistoryWriter
+    say: Callable[[str], None] = print
+    seed: int = 0  # the experiment's seed: random choices of faults (which file to damage) reproduce
+
+
+# The job's exit code for "another deployment owns the checkpoint" (job/__main__.py).
+JOB_EXIT_REFUSED = 3
+
+
+def job_line(log_path: Path) -> str | None:
+    """The job's own last `job:` line in its log: what it said when it ended."""
+    try:
+        lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.startswith("job: ")]
+    except OSError:
+        return None
+    return lines[-1][:500] if lines else None
+
+
+class FaultError(InfraError):
+    """A fault could not be injected or healed: the environment failed, not the job."""
+
+
+class BaseFault:
+    def __init__(self, fault: Fault, ctx: FaultContext):
+        self.fault = fault
+        self.ctx = ctx
+        self.injected = False
+        self.healed = False
+        self.healed_at: float | None = None  # monotonic time of the heal
+        self.stop = threading.Event()  # set when the arm ends: a fault's own waits return at once
+
+    # The runner calls run_inject/run_heal; subclasses implement inject/heal.
+    def run_inject(self) -> None:
+        self._record("injecting")
+        self.injected = True  # set before acting: a half-done inject must still be healed
+        self.inject()
+        self._record("injected")
+
+    def run_heal(self) -> None:
+        if not self.injected or self.healed:
+            return
+        self._record("healing")
+        try:
+            self.heal()
+        finally:
+            self.healed = True
+            self.healed_at = time.monotonic()
+        self._record("healed")
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """The fault's params (every declared param, defaults filled in, durations in seconds): values as its kind
+        declares them, so typed Any here."""
+        return self.fault.params
+
+    def _record(self, state: str) -> None:
+        self.ctx.history.fault(self.fault.fault, self.fault.target, state, self.params)
+        self.ctx.say(f"fault {self.fault.fault} on {self.fault.target}: {state}")
+
+    def inject(self) -> None:
+        raise NotImplementedError
+
+    def heal(self) -> None:
+        raise NotImplementedError
+
+    # -- lifecycle triggers (chaos/triggers.py): the runner calls fire() when the event happens, releases the held
+    # request (dropped if `kills_sender`: its process is dead), then calls after_fire().
+    @property
+    def firings(self) -> int:
+        """How many events this fault fires on."""
+        return 1
+
+    @property
+    def kills_sender(self) -> bool:
+        return False
+
+    def fire(self) -> None:
+        self.run_inject()
+
+    def after_fire(self) -> None:
+        """What must wait until the held request is released (a killed driver is restarted only then)."""

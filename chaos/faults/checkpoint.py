@@ -1,0 +1,165 @@
+"""Checkpoint faults: a second deployment of the job on the same checkpoint, or a checkpoint file damaged while the
+job is down. The damage is chosen and done by the harness's own reading of a checkpoint (chaos/checkpoint_tools.py),
+never by the job's code: a fault must not land only where the job's hardening looks."""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .. import checkpoint_tools
+from ..spec.fields import EPSILON, Invalid, fmt_seconds
+from .base import JOB_EXIT_REFUSED, BaseFault, FaultError, FaultKind, Param, job_line, params
+
+if TYPE_CHECKING:
+    from ..spec.model import Fault
+
+
+class SecondDeployment(BaseFault):
+    """Another deployment of the job on the same checkpoint. simultaneous: the first is restarted at the
+    moment the second starts (two deployments rolled out at once); staggered: the first keeps running and the
+    second starts `stagger` into the fault (a second deployment started later by mistake)."""
+
+    def inject(self) -> None:
+        arm, history = self.ctx.arm, self.ctx.history
+        if self.params["mode"] == "simultaneous":
+            arm.stop_job()
+            history.job("exited", "job-driver", cause="stopped for a second deployment")
+            first = arm.start_job()
+            history.job("restarted", "job-driver", pid=first.pid)
+        elif self.stop.wait(self.params.get("stagger") or 10.0):
+            return  # the arm ended during the stagger
+        self.second = arm.start_second_deployment()
+        history.job("started", "second-deployment", pid=self.second.pid,
+                    log=str(self.second.log_path.relative_to(self.ctx.stack.run_dir)))
+        self._watch = threading.Thread(target=self._watch_second, name="second-deployment", daemon=True)
+        self._watch.start()
+
+    def _watch_second(self) -> None:
+        code = self.second.wait(None)
+        if code == JOB_EXIT_REFUSED:
+            self.ctx.history.job("refused", "second-deployment", code=code, reason=job_line(self.second.log_path))
+        else:
+            self.ctx.history.job("exited", "second-deployment", code=code)
+
+    def heal(self) -> None:
+        second = getattr(self, "second", None)
+        if second is not None and second.alive():
+            second.signal_leader(signal.SIGTERM)  # a graceful stop first: the driver stops its query and Spark
+            if second.wait(20) is None:
+                second.stop(grace=10)
+        job = self.ctx.arm.job
+        if job is None or not job.alive():
+            new = self.ctx.arm.start_job()
+            self.ctx.history.job("restarted", "job-driver", pid=new.pid)
+
+
+def _validate_second_deployment(fault: Fault, path: tuple[str, ...]) -> None:
+    p: Mapping[str, Any] = fault.params
+    ppath = path + ("params",)
+    if p["mode"] == "simultaneous" and p["stagger"] is not None:
+        raise Invalid(ppath + ("stagger",), "only applies to mode staggered", "no stagger with simultaneous")
+    if p["mode"] == "staggered":
+        if p["stagger"] is None:
+            raise Invalid(ppath + ("stagger",), "missing", "a duration: how long after the first deployment "
+                          "restarts the second one starts")
+        if p["stagger"] >= fault.duration - EPSILON:
+            raise Invalid(ppath + ("stagger",), f"{fmt_seconds(p['stagger'])} is not shorter than the fault "
+                          f"({fmt_seconds(fault.duration)}; stagger is not scaled)", "stagger < duration")
+
+
+class CorruptCheckpoint(BaseFault):
+    """Stop the job, damage state files in MinIO (one per method), start the job again on the damaged checkpoint.
+
+    A snapshot exists only every few versions: the inject first waits (up to WAIT_S) for a file of the kind to
+    damage, so the fault does not depend on how many batches the job happened to run before it."""
+
+    WAIT_S = 90.0
+    kills_sender = True  # on a trigger the job is killed at the event (a crash), not stopped
+
+    def fire(self) -> None:
+        self._record("injecting")
+        self.injected = True
+        job = self.ctx.arm.job
+        if job is None:
+            raise FaultError("checkpoint.corrupt fired with no job running to kill")
+        job.signal(signal.SIGKILL)
+        job.wait(30)
+        self.ctx.history.job("exited", "job-driver", cause="killed at a lifecycle event to corrupt its checkpoint")
+
+    def after_fire(self) -> None:
+        self._damage_and_restart()
+        self._record("injected")
+
+    def _damage_and_restart(self) -> None:
+        """Damage the (stopped or killed) job's checkpoint, then start the job on it whatever happened."""
+        arm, p = self.ctx.arm, self.params
+        try:
+            damaged = checkpoint_tools.corrupt(self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket,
+                                               arm.checkpoint_prefix, kind=p["kind"], version=p["version"],
+                                               method=p["method"], seed=self.ctx.seed)
+        except checkpoint_tools.NothingToCorrupt as nothing:
+            raise FaultError(f"checkpoint.corrupt {p['kind']}: {nothing}") from None
+        finally:
+            new = arm.start_job()
+        self.ctx.say(f"corrupted {damaged['file']} ({damaged['method']})")
+        self.ctx.history.job("restarted", "job-driver", pid=new.pid, corrupted=damaged)
+
+    def inject(self) -> None:
+        arm, history, p = self.ctx.arm, self.ctx.history, self.params
+        s3, bucket = self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket
+        deadline = time.monotonic() + self.WAIT_S
+        count = 1 if isinstance(p["method"], str) else len(p["method"])
+        while not checkpoint_tools.can_corrupt(s3, bucket, arm.checkpoint_prefix, p["kind"], p["version"], count):
+            if time.monotonic() > deadline:
+                raise FaultError(f"checkpoint.corrupt {p['kind']}: {count} such file(s) did not appear in the "
+                                 f"checkpoint within {self.WAIT_S:.0f} s")
+            if self.stop.wait(2):
+                return
+        arm.stop_job()
+        history.job("exited", "job-driver", cause="stopped to corrupt its checkpoint")
+        self._damage_and_restart()
+
+    def heal(self) -> None:
+        job = self.ctx.arm.job
+        if job is None or not job.alive():
+            new = self.ctx.arm.start_job()
+            self.ctx.history.job("restarted", "job-driver", pid=new.pid)
+
+
+def _validate_corrupt(fault: Fault, path: tuple[str, ...]) -> None:
+    p: Mapping[str, Any] = fault.params
+    vpath = path + ("params", "version")
+    if p["version"] != "newest" and p["kind"] in ("metadata", "sources", "state_metadata"):
+        raise Invalid(vpath, f"{p['version']}: a {p['kind']} file has no version", "newest")
+    if p["version"] != "newest" and p["kind"] in ("sst", "zip", "changelog") and p["version"] < 1:
+        raise Invalid(vpath, f"{p['version']} is not a state version", "an integer >= 1 or newest")
+    many = not isinstance(p["method"], str) and len(p["method"]) > 1
+    if many and p["kind"] != "sst" and p["version"] != "newest":
+        # checkpoint_tools.choose takes further files from other partitions' newest versions only
+        raise Invalid(vpath, f"{p['version']} with {len(p['method'])} methods: only one "
+                      f"{p['kind']} file can be damaged at a fixed version", "newest, or one method")
+
+
+KINDS = (
+    FaultKind("checkpoint.second_deployment", "a second deployment of the job starts on the same checkpoint",
+              ("checkpoint",), params(
+                  mode=Param("choice", "simultaneous: the job restarts as the second starts; staggered: the job "
+                             "keeps running and the second starts `stagger` into the fault", required=True,
+                             choices=("simultaneous", "staggered")),
+                  stagger=Param("duration", "delay of the second start (staggered only)", minimum=0.001),
+              ), implementation=SecondDeployment, validate=_validate_second_deployment),
+    FaultKind("checkpoint.corrupt", "a checkpoint file is damaged while the job is down (stopped, or killed at a "
+              "lifecycle event with `on`); the job then restarts on it", ("checkpoint",), params(
+                  kind=Param("choice", "which kind of file (any: drawn with the seed among those present)",
+                             required=True, choices=("sst", "zip", "changelog", "metadata", "sources", "offsets",
+                                                     "commits", "state_metadata", "any")),
+                  version=Param("int", "state version (sst, zip, changelog) or batch id (offsets, commits) to "
+                                "damage", default="newest", minimum=0, words=("newest",)),
+                  method=Param("choice", "how; a list damages one file per method (other partitions or older "
+                               "entries first)", required=True, choices=("bit_flip", "truncate", "footer",
+                                                                         "zero_fill"), many=True),
+              ), implementation=CorruptCheckpoint, validate=_validate_corrupt, triggerable=True, instant=True,
+              momentary=True),
+)
