@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import threading
 import time
@@ -39,6 +40,7 @@ from .triggers import EVENTS, LAUNCH_EVENTS, draw
 from .outputs import read_progress
 from .probes import LogScanner, Sampler
 from .spec import ExperimentSpec, Recovery
+from .store import RunRecord, RunStore, now
 from .workload import Event, WorkloadSpec, plan
 
 WARMUP_TIMEOUT_S = 240.0
@@ -545,12 +547,6 @@ class ArmRun:
 
 
 # -- a whole run -------------------------------------------------------------------------------------------------
-def _write_json(path: Path, value: object) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2) + "\n")
-    tmp.replace(path)
-
-
 def experiment_dirs(specs: list[ExperimentSpec], repeat: int) -> list[tuple[str, ExperimentSpec]]:
     """(directory name, spec) in run order; repeats of a suite are <name>.r1, <name>.r2, ... (checkers compare
     their verdicts and report differences as flaky)."""
@@ -571,16 +567,15 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
 
     planned = experiment_dirs(specs, repeat)
     lanes = max(1, min(lanes, len(planned)))
-    run = {"suite": name, "backend": backend, "scale": specs[0].scale if specs else 1.0, "argv": argv or [],
-           "commit": source_commit(), "pid": __import__("os").getpid(), "started": _now(), "ended": None,
-           "status": "running", "lanes": lanes,
-           "repeat": repeat, "experiments": [directory for directory, _ in planned]}
-    _write_json(run_dir / "run.json", run)
+    store = RunStore(run_dir)
+    run = RunRecord(suite=name, backend=backend, scale=specs[0].scale if specs else 1.0, argv=argv or [],
+                    commit=source_commit(), pid=os.getpid(), started=now(), ended=None, status="running",
+                    lanes=lanes, repeat=repeat, experiments=[directory for directory, _ in planned])
+    store.write_run(run)
     status = "error"
     try:
         for directory, spec in planned:
-            (run_dir / directory).mkdir(parents=True, exist_ok=True)
-            _write_json(run_dir / directory / "spec.json", spec.to_dict())
+            store.write_spec(directory, spec.to_dict())
         if lanes > 1:
             from .lanes import run_lanes
 
@@ -593,10 +588,10 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
         status = "interrupted"
         raise
     finally:
-        run.update(ended=_now(), status=status)
-        _write_json(run_dir / "run.json", run)
+        run.ended, run.status = now(), status
+        store.write_run(run)
         results = judge_run(run_dir)
-        _write_json(run_dir / "results.json", results)
+        store.write_results(results)
         write_report(run_dir, say)
     return results
 
@@ -659,8 +654,3 @@ def source_commit(root: Path | None = None) -> str | None:
         return None
     return f"{sha}-dirty" if dirty else sha or None
 
-
-def _now() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
