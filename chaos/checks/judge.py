@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence, cast
 from ..errors import SpecError
 from ..history import HistoryError, read_history
 from ..spec import ExperimentSpec
+from ..store import write_result
 from ..verdicts import INTERRUPTED, worst
 from .arm import judge_records
 from .discrimination import CONTROL, SUBJECT, discriminate, discrimination_result
@@ -141,12 +142,6 @@ def _experiment_dirs(run_dir: Path, listed: object) -> list[Path]:
     return found + extra
 
 
-def _write_json(path: Path, value: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2) + "\n")
-    tmp.replace(path)
-
-
 def judge_run(run_dir: str | Path) -> dict:
     """Judge every arm of a stored run; write each arm's result.json; return results.json's content."""
     run_dir = Path(run_dir)
@@ -179,7 +174,7 @@ def judge_run(run_dir: str | Path) -> dict:
                 discrimination = discrimination_result(spec, [raised("discrimination", error)])
             arms = [_with_signature_ratio(experiment_dir, spec, arm) for arm in arms]
         for arm in arms:
-            _write_json(experiment_dir / arm["profile"] / "result.json", arm)
+            write_result(experiment_dir / arm["profile"], arm)
         # A required discrimination that fails (not_discriminating, not waived) fails the experiment, and so the
         # run: its verdict is the worst of the arms' and the discrimination's.
         verdicts = [a["verdict"] for a in arms] + ["FAILED"] * (discrimination["verdict"] == "FAILED")

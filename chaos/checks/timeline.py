@@ -1,9 +1,13 @@
 """The parsed history every check reads (`Timeline`), the result every check returns (`Check`), and the small
-helpers they share to read samples and to write numbers and times the same way."""
+helpers they share to read samples and to write numbers and times the same way.
+
+The report (chaos/report/model.py) draws from this same Timeline: where a phase starts and ends, which faults were
+injected and healed when, and the samples, so a plot and a verdict cannot disagree on them."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable, Mapping, Sequence
 
 from ..history import PHASES
@@ -24,6 +28,27 @@ class Check:
                 "message": self.message}
 
 
+@dataclass
+class FaultWindow:
+    """One fault's window as the report shows it: from its injection (its `injected` record, else `injecting`) to its
+    heal; `index` counts faults from 1 in history order."""
+
+    index: int
+    name: str
+    target: str
+    params: dict
+    start: float
+    end: float | None      # None: never healed in the history
+    injected: bool = True  # False: only "injecting" was recorded
+    start_wall: str | None = None  # the records' `wall` (UTC, ISO 8601): to match the page against the logs
+    end_wall: str | None = None
+
+
+def _wall(record: Mapping[str, object]) -> str | None:
+    wall = record.get("wall")
+    return wall if isinstance(wall, str) else None
+
+
 @dataclass(frozen=True)
 class Timeline:
     """A history's records, indexed for the checks. Build it with `timeline(records)`."""
@@ -35,6 +60,9 @@ class Timeline:
     logs: tuple[Mapping[str, object], ...]
     errors: tuple[Mapping[str, object], ...]
     end: float  # t of the last record
+    marks: tuple[Mapping[str, object], ...] = ()  # the phase records (start and end boundaries), in history order
+    first_wall: str | None = None  # `wall` of the first record: when the arm started (UTC)
+    records: int = 0  # how many records the history holds
 
     def window(self, phase: str) -> tuple[float, float] | None:
         for name, start, end in self.windows:
@@ -52,6 +80,37 @@ class Timeline:
     def last_heal(self) -> Mapping[str, object] | None:
         healed = [f for f in self.faults if f.get("state") == "healed"]
         return healed[-1] if healed else None
+
+    @cached_property
+    def fault_windows(self) -> tuple[FaultWindow, ...]:
+        """Each fault's injection paired with its heal, by (name, target)."""
+        windows: list[FaultWindow] = []
+        open_windows: dict[tuple[str, str], FaultWindow] = {}
+        for record in self.faults:
+            key, state, t = (str(record.get("name")), str(record.get("target"))), record.get("state"), time_of(record)
+            window = open_windows.get(key)
+            if state in ("injecting", "injected"):
+                if window is None:
+                    params = record.get("params")
+                    window = FaultWindow(len(windows) + 1, key[0], key[1], dict(params) if isinstance(params, Mapping)
+                                         else {}, t, None, state == "injected", _wall(record))
+                    open_windows[key] = window
+                    windows.append(window)
+                elif state == "injected" and not window.injected:
+                    window.start, window.injected, window.start_wall = t, True, _wall(record)  # injected -> healed
+            elif state == "healed" and window is not None:
+                window.end, window.end_wall = t, _wall(record)
+                del open_windows[key]
+        return tuple(windows)
+
+    def phase_walls(self) -> dict[str, str]:
+        """Phase name -> `wall` of its first start."""
+        walls: dict[str, str] = {}
+        for record in self.marks:
+            wall = _wall(record)
+            if record.get("boundary") == "start" and wall:
+                walls.setdefault(str(record.get("name")), wall)
+        return walls
 
 
 def timeline(records: Sequence[Mapping[str, object]]) -> Timeline:
@@ -73,7 +132,8 @@ def timeline(records: Sequence[Mapping[str, object]]) -> Timeline:
     windows.sort(key=lambda w: w[1])
     return Timeline(samples=tuple(by_type["sample"]), windows=tuple(windows), faults=tuple(by_type["fault"]),
                     jobs=tuple(by_type["job"]), logs=tuple(by_type["log"]), errors=tuple(by_type["error"]),
-                    end=end)
+                    end=end, marks=tuple(by_type["phase"]), first_wall=next((w for r in records if (w := _wall(r))), None),
+                    records=len(records))
 
 
 def time_of(record: Mapping[str, object]) -> float:

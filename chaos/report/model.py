@@ -6,7 +6,10 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping, Sequence
 
+from ..checks.timeline import FaultWindow, time_of, timeline
+from ..checks.timeline import Timeline as CheckTimeline
 from ..history import HistoryError, read_history
 
 # Worst first (docs/run-store.md); INTERRUPTED is a run cut short.
@@ -21,37 +24,55 @@ class ReportError(Exception):
 
 # -- reading a run ---------------------------------------------------------------------------------------------
 @dataclass
-class FaultWindow:
-    index: int
-    name: str
-    target: str
-    params: dict
-    start: float
-    end: float | None      # None: never healed in the history
-    injected: bool = True  # False: only "injecting" was recorded
-    start_wall: str | None = None  # the records' `wall` (UTC, ISO 8601): to match the page against the logs
-    end_wall: str | None = None
-
-
-@dataclass
 class Timeline:
-    """What the plots and the trend need from one arm's history."""
-    samples: list[dict] = field(default_factory=list)
-    faults: list[FaultWindow] = field(default_factory=list)
-    phases: list[tuple[str, str, float]] = field(default_factory=list)  # (name, boundary, t)
-    jobs: list[dict] = field(default_factory=list)
-    logs: list[dict] = field(default_factory=list)
-    errors: list[dict] = field(default_factory=list)
+    """What the plots and the trend need from one arm's history: the checks' Timeline (chaos/checks/timeline.py: its
+    phase windows, fault windows and samples are the ones the verdicts were judged on) and why it is empty, if so."""
+    history: CheckTimeline = field(default_factory=lambda: timeline([]))
     problem: str | None = None  # why the history is missing or unreadable
-    last_t: float | None = None  # the last record of any type
-    first_wall: str | None = None  # `wall` of the first record: when the arm started (UTC)
-    phase_walls: dict[str, str] = field(default_factory=dict)  # phase name -> `wall` of its start
+
+    @property
+    def samples(self) -> Sequence[Mapping[str, Any]]:
+        return self.history.samples
+
+    @property
+    def faults(self) -> Sequence[FaultWindow]:
+        return self.history.fault_windows
+
+    @property
+    def phases(self) -> list[tuple[str, str, float]]:
+        """(name, boundary, t) of every phase record, in history order."""
+        return [(str(r.get("name")), str(r.get("boundary")), time_of(r)) for r in self.history.marks]
+
+    @property
+    def jobs(self) -> Sequence[Mapping[str, Any]]:
+        return self.history.jobs
+
+    @property
+    def logs(self) -> Sequence[Mapping[str, Any]]:
+        return self.history.logs
+
+    @property
+    def errors(self) -> Sequence[Mapping[str, Any]]:
+        return self.history.errors
+
+    @property
+    def last_t(self) -> float | None:
+        """The last record of any type (None: no record)."""
+        return self.history.end if self.history.records else None
+
+    @property
+    def first_wall(self) -> str | None:
+        return self.history.first_wall
+
+    @property
+    def phase_walls(self) -> dict[str, str]:
+        return self.history.phase_walls()
 
     @property
     def span(self) -> tuple[float, float] | None:
         """What the plots show: from the first sample, phase or fault (not the job start, before warm-up) to the
         last record (so a fault never healed is shaded up to where the history ends)."""
-        ts = [s["t"] for s in self.samples] + [t for _, _, t in self.phases]
+        ts = [float(s["t"]) for s in self.samples] + [t for _, _, t in self.phases]
         ts += [f.start for f in self.faults] + [f.end for f in self.faults if f.end is not None]
         if not ts:
             return None
@@ -62,13 +83,8 @@ class Timeline:
         return max(ends) if ends else None
 
     def phase_window(self, name: str) -> tuple[float, float] | None:
-        start = next((t for n, b, t in self.phases if n == name and b == "start"), None)
-        if start is None:
-            return None
-        end = next((t for n, b, t in self.phases if n == name and b == "end" and t >= start), None)
-        if end is None:
-            end = max((s["t"] for s in self.samples), default=start)
-        return start, end
+        """The checks' window of a phase: a phase that never ended runs to the history's last record."""
+        return self.history.window(name)
 
     def values(self, key: str) -> list[float | None]:
         return [_number(s.get(key)) for s in self.samples]
@@ -81,50 +97,13 @@ def _number(value: object) -> float | None:
 
 
 def load_timeline(path: Path) -> Timeline:
-    timeline = Timeline()
     if not path.is_file():
-        timeline.problem = f"no history recorded ({path.name} is missing)"
-        return timeline
+        return Timeline(problem=f"no history recorded ({path.name} is missing)")
     try:
         records = read_history(path)
     except (HistoryError, OSError) as exc:
-        timeline.problem = f"history unreadable: {exc}"
-        return timeline
-    open_windows: dict[tuple[str, str], FaultWindow] = {}
-    for record in records:
-        kind, t = record["type"], float(record["t"])
-        timeline.last_t = t
-        wall = record.get("wall") if isinstance(record.get("wall"), str) else None
-        if timeline.first_wall is None:
-            timeline.first_wall = wall
-        if kind == "sample":
-            timeline.samples.append(record)
-        elif kind == "phase":
-            timeline.phases.append((str(record.get("name")), str(record.get("boundary")), t))
-            if record.get("boundary") == "start" and wall:
-                timeline.phase_walls.setdefault(str(record.get("name")), wall)
-        elif kind == "fault":
-            key = (str(record.get("name")), str(record.get("target")))
-            state = record.get("state")
-            window = open_windows.get(key)
-            if state in ("injecting", "injected"):
-                if window is None:
-                    window = FaultWindow(len(timeline.faults) + 1, key[0], key[1],
-                                         dict(record.get("params") or {}), t, None, state == "injected", wall)
-                    open_windows[key] = window
-                    timeline.faults.append(window)
-                elif state == "injected" and not window.injected:
-                    window.start, window.injected, window.start_wall = t, True, wall  # injected -> healed
-            elif state == "healed" and window is not None:
-                window.end, window.end_wall = t, wall
-                del open_windows[key]
-        elif kind == "job":
-            timeline.jobs.append(record)
-        elif kind == "log":
-            timeline.logs.append(record)
-        elif kind == "error":
-            timeline.errors.append(record)
-    return timeline
+        return Timeline(problem=f"history unreadable: {exc}")
+    return Timeline(timeline(records))
 
 
 @dataclass

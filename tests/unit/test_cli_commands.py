@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from chaos import cli
+from chaos.commands import catalog
 from chaos.errors import ChaosError
 from chaos.schema import spec_schema
 from chaos.spec import ExperimentSpec, load_experiment
@@ -155,7 +156,7 @@ def test_a_broken_spec_is_listed_with_its_error_not_a_crash(tmp_path, monkeypatc
     shutil.copy(EXPERIMENTS[0], tmp_path / EXPERIMENTS[0].name)
     (tmp_path / "broken.yaml").write_text("name: [\n")
     (tmp_path / "suites" / "s.yaml").write_text("name: s\nexperiments: [{path: ../missing.yaml}]\n")
-    monkeypatch.setattr(cli, "EXPERIMENTS_DIR", tmp_path)
+    monkeypatch.setattr(catalog, "EXPERIMENTS_DIR", tmp_path)  # chaos list lives in chaos/commands/catalog.py
     assert cli.list_experiments(as_json=True) == 0
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["broken"]["error"].startswith(f"{tmp_path / 'broken.yaml'}: line 2: not valid YAML")

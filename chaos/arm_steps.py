@@ -1,0 +1,461 @@
+"""The steps of one arm run (chaos/run.py ArmRun puts them in order), each with the state it owns stated:
+
+  ArmContext       what every step shares: the stack, the spec, the job (JobArm: ctx.arm), the history, the log scanner, the
+                   lifecycle watch; and the three things steps tell each other: events acknowledged (the producer),
+                   the last driver start (the job's start hook) and the sampler (while it runs)
+  warm_up          drain-key events until the job's first batch is done
+  produce          the planned workload, counting acknowledgements into the context
+  FaultSchedule    a thread per fault: inject and heal at their times, or fire on the job's events (`on:`)
+  PhaseClock       the phase boundaries in the history, progress lines, and the two early ends: a control that
+                   reproduced its incident, a recover phase that has visibly recovered
+  clean_up         every fault healed again, every process stopped, the job's outputs stored (store_outputs)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from infra.errors import InfraError
+from infra.stack import Stack
+from job.settings import FACTORIES
+
+from .checks.logs import control_signatures
+from .checks.recovery import healthy_sample
+from .checks.registry import holding_back
+from .history import HistoryWriter
+from .jobrun import DRAIN_KEY, ArmConfig, JobArm
+from .lifecycle import LifecycleWatch
+from .outputs import read_progress
+from .probes import LogScanner, Sampler
+from .spec import ExperimentSpec, Recovery
+from .triggers import EVENTS, LAUNCH_EVENTS, draw
+from .workload import Event
+
+WARMUP_TIMEOUT_S = 240.0
+PROGRESS_EVERY_S = 15.0
+ARM_OVERHEAD_S = 35.0  # job start and warm-up (~21-27 s with class-data archives), drain, stop, outputs
+
+# The recover phase ends early only after this long, however soon recovery shows: the workload keeps running past
+# the last fault, so exactly-once and progress are judged on batches that came after it, not on a phase of 1 s.
+MIN_RECOVER_S = 10.0
+
+# An arm with no recovery target of its own still ends its recover phase once it is visibly healthy again.
+DEFAULT_RECOVERY = Recovery(within=0.0, healthy_samples=3, lag_below=2500)
+
+# How long the recover phase may wait, past its planned end, for a heal still under way and then the recovery
+# bound after it (a broker restarted from its log took 16-24 s on two cores).
+RECOVERY_EXTENSION_MAX_S = 180.0
+
+
+def recovery_window_end(planned_end: float, healed_at: float | None, recovery: Recovery | None) -> float:
+    """When the recover phase may end: its planned end, or later if the last heal came so late that the recovery
+    bound would not fit after it (a recovery is measured from the last heal: a heal that took most of the phase
+    must not leave the bound too little time to be seen). Margin: the healthy samples plus two."""
+    if recovery is None or healed_at is None:
+        return planned_end
+    return max(planned_end, healed_at + recovery.within + recovery.healthy_samples + 2)
+
+
+def ends_early(arm) -> bool:
+    """May this arm stop as soon as its incident shows? A control that must reproduce an incident, has expected log
+    signatures to show it, and sets no target whose check needs the arm run to its end (the registry's ends_early,
+    chaos/checks/registry.py: only logs, lineage and environment do not) has nothing more to show once its signatures
+    have matched as often as they must (its job may still run: the incident has been seen)."""
+    targets = arm.targets
+    return (arm.role == "control" and arm.expect == "incident" and not holding_back(targets)
+            and targets.logs is not None and bool(targets.logs.expected))
+
+
+def sleep_until(deadline: float, stop: threading.Event | None = None) -> bool:
+    """Sleep until the monotonic deadline; True if `stop` was set first."""
+    delay = deadline - time.monotonic()
+    if stop is not None:
+        return stop.wait(max(0.0, delay))
+    if delay > 0:
+        time.sleep(delay)
+    return False
+
+
+# -- what the steps share ----------------------------------------------------------------------------------------
+class ArmContext:
+    def __init__(self, stack: Stack, spec: ExperimentSpec, profile: str, arm_dir: Path, config: ArmConfig,
+                 say: Callable[[str], None]):
+        self.stack, self.spec, self.profile, self.dir = stack, spec, profile, arm_dir
+        self.say = lambda message: say(f"{spec.name}/{profile}: {message}")
+        self.arm = JobArm(stack, arm_dir, config, progress=self.say)
+        self.history = HistoryWriter(arm_dir / "history.jsonl")
+        targets = spec.arm(profile).targets
+        patterns = list(targets.logs.expected + targets.logs.forbidden) if targets.logs else []
+        # Every arm also counts the control's incident signatures, so a signature the hardened job logs as well is
+        # seen for what it is (chaos/checks/logs.py signature_ratio).
+        patterns += [p for p in control_signatures(spec) if p not in patterns]
+        self.history.watch(patterns)
+        self.logs = LogScanner(patterns, self.history, stack.run_dir)
+        self.arm.on_start = self._job_started
+        # The faults this arm runs, by their index in the spec (the realised schedule is the same for both arms).
+        chosen = spec.arm(profile).faults
+        self.fault_indices = list(range(len(spec.faults))) if chosen is None else list(chosen)
+        self.phases = spec.phases_of(profile)  # with a subset of the faults, the inject phase covers only those
+        settings = spec.apply_settings(profile, FACTORIES[profile]("t", "d", "p"))
+        # Events this arm's job can make: no lease renewals without a lease, no manifests without verification.
+        self.events_possible = {name for name, event in EVENTS.items()
+                                if not event.hardened_only
+                                or (settings.lease if name == "lease_renewed" else settings.verify_state)}
+        self.watch = LifecycleWatch(stack.s3proxy, self.arm.state.deployment, checkpoint_lister=self._checkpoint_keys)
+        self.acked = 0  # events the broker acknowledged so far (produce)
+        self.last_start: float | None = None  # monotonic time of the latest driver start (a disruption, like a heal)
+        self.sampler: Sampler | None = None  # while the probes sample
+
+    def _job_started(self, process) -> None:
+        self.logs.watch(process.log_path)
+        name = "second-deployment" if process is self.arm.second else "job-driver"
+        if name == "job-driver":
+            self.history.job("started", name, pid=process.pid,
+                             log=str(process.log_path.relative_to(self.stack.run_dir)))
+            self.watch.job_started()
+            self.last_start = time.monotonic()
+
+    def _checkpoint_keys(self) -> list[str]:
+        prefix = self.arm.checkpoint_prefix + "/"
+        return [obj.object_name[len(prefix):] for obj in self.stack.s3_client(direct=True).list_objects(
+            self.stack.info.bucket, prefix=prefix, recursive=True)]
+
+    def processes(self) -> dict:
+        alive = {"job-driver": self.arm.job is not None and self.arm.job.alive()}
+        if self.arm.second is not None:
+            alive["second-deployment"] = self.arm.second.alive()
+        return alive
+
+    def sampler_for(self) -> Sampler:
+        return Sampler(self.history, self.arm.state.topic, self.stack.info.kafka_internal_bootstrap,
+                       self.stack.s3_client(direct=True), self.stack.info.bucket, self.arm.checkpoint_prefix,
+                       self.arm.progress_path, self.processes, lambda: self.acked, self.logs)
+
+
+# -- warm-up and workload ----------------------------------------------------------------------------------------
+def warm_up(ctx: ArmContext) -> bool:
+    """Drain-key events until the job has finished one batch; False (recorded) if it never does."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": ctx.stack.info.kafka_internal_bootstrap, "log_level": 3})
+    deadline = time.monotonic() + WARMUP_TIMEOUT_S
+    seq, next_event = 0, 0.0
+    while time.monotonic() < deadline:
+        job = ctx.arm.job
+        assert job is not None, "the arm's job is started before its warm-up"
+        if not job.alive():
+            ctx.history.job("exited", "job-driver", code=job.returncode, cause="during start-up")
+            ctx.say(f"the job exited during start-up; see {job.log_path}")
+            return False
+        batches = [r for r in read_progress(ctx.arm.progress_path)
+                   if r.get("event") == "progress" and r["progress"].get("numInputRows", 0) > 0]
+        if batches:
+            ctx.say(f"job warmed up (first batch done) after {seq} warm-up events")
+            return True
+        if time.monotonic() >= next_event:  # a trickle of events every 2 s; the first batch is looked for often
+            # A minute in the past: the watermark these events move cannot pass any workload event.
+            past = int(time.time() * 1000) - 60_000
+            producer.produce(ctx.arm.state.topic, key=DRAIN_KEY, value=Event(DRAIN_KEY, seq, past, "").to_json())
+            producer.flush(10)
+            seq += 1
+            next_event = time.monotonic() + 2.0
+        time.sleep(0.25)
+    ctx.history.error(f"the job did not finish its first batch within {WARMUP_TIMEOUT_S:.0f} s")
+    return False
+
+
+def produce(ctx: ArmContext, stop: threading.Event, events: list[Event], start_ms: int) -> None:
+    """The planned workload (the producer thread's body); acknowledgements counted into ctx.acked."""
+    def counted(result) -> None:
+        ctx.acked = result.acked
+
+    try:
+        result = ctx.arm.produce(stop_event=stop, events=events, start_ms=start_ms, on_progress=counted)
+        ctx.acked = result["acked"]
+    except Exception as exc:
+        ctx.history.error(f"producer failed: {type(exc).__name__}: {exc}")
+
+
+# -- faults ------------------------------------------------------------------------------------------------------
+class FaultSchedule:
+    """A thread per fault, injecting and healing it at its times (or on the job's events). A fault that takes a
+    while to inject (a job restarted on a damaged checkpoint, a staggered second deployment) delays only its own heal,
+    never the phases or the other faults. A fault that cannot be injected or healed is an environment error for the
+    history (UNKNOWN), not a job failure."""
+
+    def __init__(self, ctx: ArmContext):
+        self.ctx = ctx
+        self.threads: list[tuple[Any, threading.Thread]] = []  # (fault, its thread), in start order
+
+    def start(self, t0: float, faults: list, jitters: dict[int, float]) -> None:
+        spec = self.ctx.spec
+        for index, fault in faults:
+            planned = spec.faults[index]
+            start = self.ctx.phases.steady + planned.at + jitters[index]
+            run = self._run_triggered if planned.on is not None else self._run_fault
+            thread = threading.Thread(target=run, args=(fault, t0 + start, t0 + start + planned.duration),
+                                      kwargs={"index": index} if planned.on is not None else {},
+                                      name=f"fault-{index}", daemon=True)
+            self.threads.append((fault, thread))
+            thread.start()
+
+    def any_alive(self) -> bool:
+        return any(thread.is_alive() for _fault, thread in self.threads)
+
+    def healed_at(self) -> float | None:
+        """Monotonic time of the last heal so far (None: nothing healed)."""
+        return max((fault.healed_at for fault, _thread in self.threads if fault.healed_at), default=None)
+
+    def stop(self) -> None:
+        for fault, _thread in self.threads:
+            fault.stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        for _fault, thread in self.threads:
+            thread.join(timeout)
+
+    def _run_fault(self, fault, inject_at: float, heal_at: float) -> None:
+        try:
+            if sleep_until(inject_at, fault.stop):
+                return
+            fault.run_inject()
+            sleep_until(heal_at, fault.stop)
+            fault.run_heal()
+        except Exception as exc:
+            self._failed(fault, exc)
+
+    def _failed(self, fault, exc: Exception) -> None:
+        """A fault that could not be injected or healed is an environment error (UNKNOWN), never a job failure; so
+        is a harness bug in it."""
+        what = f"{fault.fault.fault} on {fault.fault.target}"
+        if isinstance(exc, InfraError):
+            self.ctx.history.error(f"{what}: {exc}")
+            self.ctx.say(f"environment error: {exc}")
+        else:
+            self.ctx.history.error(f"{what}: {type(exc).__name__}: {exc}")
+
+    def _run_triggered(self, fault, window_start: float, window_end: float, index: int) -> None:
+        """A fault with `on:` (chaos/triggers.py): armed at its start, it fires on the job's events within its window
+        (`firings` times), the held request released after each; then it heals (at once for a kill: whatever is
+        still down is restarted; else `for` after the last firing, or at the window's end)."""
+        ctx = self.ctx
+        trigger, what = ctx.spec.faults[index].on, f"{fault.fault.fault} on {fault.fault.target}"
+        assert trigger is not None, "only a fault with `on:` runs triggered"
+        rng = random.Random(f"{ctx.spec.seed}:{index}")  # the same draws for every arm and every rerun of a seed
+        events = tuple(e for e in trigger.events if e in ctx.events_possible)
+        fired_at = None
+        try:
+            if sleep_until(window_start, fault.stop):
+                return
+            if not events:
+                ctx.history.error(f"{what}: none of the trigger's events ({', '.join(trigger.events)}) can happen "
+                                  f"in the {ctx.profile} arm")
+                return
+            for firing in range(1, fault.firings + 1):
+                # A launch event (job_started, first_batch) only while the latest driver has not begun its first
+                # batch: otherwise it would wait for a restart that nothing else brings.
+                launching = ctx.watch.launch_pending()
+                possible = tuple(e for e in events if launching or e not in LAUNCH_EVENTS) or events
+                chosen = draw(dataclasses.replace(trigger, events=possible), rng)
+                occurrence = ctx.watch.wait(trigger, chosen, window_end, fault.stop)
+                if occurrence is None:
+                    if not fault.stop.is_set():
+                        ctx.history.error(f"{what}: trigger {chosen.event} (firing {firing} of {fault.firings}) did "
+                                          f"not happen within the fault's window")
+                    break
+                position = ctx.watch.position()
+                try:
+                    fault.fire()
+                finally:
+                    ctx.watch.release(occurrence, "drop" if fault.kills_sender else "forward")
+                fired_at = time.monotonic()
+                ctx.history.trigger(index, fault.fault.fault, fault.fault.target, firing, fault.firings,
+                                    released=occurrence.released, **occurrence.to_dict(), **position)
+                ctx.say(f"trigger {occurrence.event}"
+                        f"{'' if occurrence.batch is None else f' (batch {occurrence.batch})'}: {what} fired "
+                        f"({firing} of {fault.firings})")
+                fault.after_fire()
+            if fault.fault.fault not in ("process.kill", "checkpoint.corrupt") and fired_at is not None:
+                end = window_end if trigger.hold_for is None else min(window_end, fired_at + trigger.hold_for)
+                sleep_until(end, fault.stop)
+            fault.run_heal()
+        except Exception as exc:
+            self._failed(fault, exc)
+
+
+# -- the phase clock ---------------------------------------------------------------------------------------------
+class PhaseClock:
+    """Phase boundaries into the history at their times, while the faults run; progress lines now and then. Ends
+    early when a control reproduced its incident (`ended_early`: no drain) or the recover phase visibly recovered
+    (`recovered_early`)."""
+
+    def __init__(self, ctx: ArmContext, faults: FaultSchedule, remaining_after_s: float = 0.0):
+        self.ctx, self.faults, self.remaining_after_s = ctx, faults, remaining_after_s
+        self.ended_early = False  # a control that showed its incident: no drain
+        self.recovered_early = False  # the recover phase ended once recovery was seen
+        self.t0 = 0.0
+        self.phase: tuple[str, float, float] = ("steady", 0.0, ctx.phases.steady)  # (name, start, end) now
+        self.last_progress = time.monotonic()
+        self.early = ends_early(ctx.spec.arm(ctx.profile))
+
+    def run(self, t0: float) -> None:
+        phases = self.ctx.phases
+        marks = []
+        for name, start, end in phases.windows():
+            marks += [(start, 0, name, "start"), (end, 1, name, "end")]
+        self.t0, self.phase = t0, ("steady", 0.0, phases.steady)
+        self.last_progress = time.monotonic()
+        for at, _order, name, boundary in sorted(marks):
+            outcome = self._watch_until(t0 + at)
+            if outcome is None and (name, boundary) == ("recover", "end"):
+                outcome = self._watch_past_late_heal()
+            if outcome == "reproduced":
+                self.faults.stop()
+                break
+            if (name, boundary) == ("inject", "start"):
+                self.ctx.logs.mark()  # lines so far are recorded before the mark: warm-up is no evidence
+            self.ctx.history.phase(name, boundary)
+            if outcome == "recovered":
+                self.recovered_early = True
+                break  # that was the recover phase's end, recorded above
+            if boundary == "start":
+                self.phase = next((n, a, b) for n, a, b in phases.windows() if n == name)
+        self.faults.join()
+
+    def _watch_past_late_heal(self) -> str | None:
+        """At the recover phase's planned end: if a fault is still healing, or healed too late for the recovery
+        bound to fit after it, the phase goes on until the bound has passed (ending early once recovery is seen)."""
+        ctx = self.ctx
+        recovery = ctx.spec.arm(ctx.profile).targets.recovery
+        if recovery is None:
+            return None
+        limit = time.monotonic() + RECOVERY_EXTENSION_MAX_S
+        if self.faults.any_alive():
+            ctx.say("a fault is still healing at the recover phase's end: the phase waits for the heal")
+            while self.faults.any_alive() and time.monotonic() < limit:
+                self._watch_until(min(limit, time.monotonic() + 1.0))
+        end = min(limit, recovery_window_end(time.monotonic(), self.faults.healed_at(), recovery))
+        if end <= time.monotonic():
+            return None
+        ctx.say(f"the last heal came late: the recover phase goes on {end - time.monotonic():.0f} s, until the "
+                f"{recovery.within:g} s recovery bound after it has passed")
+        return self._watch_until(end)
+
+    def _watch_until(self, deadline: float) -> str | None:
+        """Wait for the next phase mark, saying how the arm is doing now and then. Ends the wait early with
+        "reproduced" (a control whose job died showing its incident: the arm stops) or "recovered" (in the recover
+        phase, every fault healed and the arm's recovery target visibly met: the phase has shown what it is for)."""
+        while time.monotonic() < deadline:
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            now = time.monotonic()
+            if now - self.last_progress >= PROGRESS_EVERY_S:
+                self.last_progress = now
+                self.ctx.say(self._progress_line(now))
+            if self.early and self._reproduced():
+                self.ended_early = True
+                self.ctx.say("control reproduced its incident: the arm stops here")
+                return "reproduced"
+            in_recover = now - self.t0 - self.phase[1] if self.phase[0] == "recover" else None
+            if in_recover is not None and in_recover >= MIN_RECOVER_S and self._recovered():
+                self.ctx.say(f"recovered: the recover phase ends {deadline - now:.0f} s before its bound")
+                return "recovered"
+        return None
+
+    def _recovered(self) -> bool:
+        """Every fault healed, and after the last heal the recovery target's healthy samples in a row plus a margin
+        of two (so the checkers, judging the same history, see them too)."""
+        ctx = self.ctx
+        targets = ctx.spec.arm(ctx.profile).targets
+        target = targets.recovery or DEFAULT_RECOVERY
+        judged_in_recover = ((targets.state is not None and "recover" in targets.state.during)
+                             or any("recover" in probe.phases for probe in targets.probes))
+        if judged_in_recover or self.faults.any_alive():
+            return False
+        healed_at = self.faults.healed_at()
+        if healed_at is not None:
+            healed_at = max(healed_at, ctx.last_start if ctx.last_start is not None else healed_at)
+        if healed_at is None or ctx.sampler is None:
+            return False
+        after = [sample for at, sample in list(ctx.sampler.recent) if at > healed_at]
+        need = target.healthy_samples + 2
+        if len(after) < need + 1:
+            return False
+        window = after[-(need + 1):]
+        return all(healthy_sample(sample, previous, target.lag_below) for previous, sample in zip(window, window[1:]))
+
+    def _reproduced(self) -> bool:
+        ctx = self.ctx
+        ctx.logs.scan()
+        logs = ctx.spec.arm(ctx.profile).targets.logs
+        if logs is None:  # ends_early needs expected log signatures: never None here
+            return False
+        return all(ctx.logs.count_since_mark(pattern) >= logs.min_matches for pattern in logs.expected)
+
+    def _progress_line(self, now: float) -> str:
+        name, start, end = self.phase
+        sampler = self.ctx.sampler
+        sample = (sampler.last_sample if sampler is not None else None) or {}
+        elapsed = now - self.t0
+        left = max(0.0, self.ctx.phases.total - elapsed) + ARM_OVERHEAD_S / 2 + self.remaining_after_s
+
+        def show(key: str, unit: str = "") -> str:
+            value = sample.get(key)
+            return "?" if value is None else f"{value:.0f}{unit}"
+
+        return (f"{name} {max(0.0, elapsed - start):.0f}/{end - start:.0f} s · lag {show('lag')} · in "
+                f"{show('input_rate', '/s')} · done {show('processed_rate', '/s')} · batch {show('batch_id')} · "
+                f"about {left / 60:.0f} min left in the run")
+
+
+# -- clean-up ----------------------------------------------------------------------------------------------------
+def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_producing: threading.Event) -> None:
+    """Whatever happened: the producer stopped, every fault healed again, the proxies reset, every job process
+    stopped; the logs scanned a last time, the job's outputs stored, the history closed."""
+    stop_producing.set()
+    for _index, fault in faults:  # no fault thread may inject after (or while) it is healed below
+        fault.stop.set()
+    schedule.join(120)
+    for _index, fault in faults:  # healed again, whatever happened
+        try:
+            fault.run_heal()
+        except Exception as exc:
+            ctx.history.error(f"heal of {fault.fault.fault} failed: {exc}")
+    try:
+        ctx.stack.reset()
+    except InfraError as exc:
+        ctx.history.error(f"toxiproxy reset failed: {exc}")
+    for process in (ctx.arm.second, ctx.arm.job):
+        if process is not None and process.alive():
+            process.stop(grace=10)
+    ctx.logs.scan()
+    ctx.logs.tally()
+    store_outputs(ctx)
+    ctx.history.close()
+
+
+def store_outputs(ctx: ArmContext) -> None:
+    """sessions.jsonl, oracle.json and lineage.json of the arm; a failure is an `error` record, never a crash."""
+    try:
+        sessions = ctx.arm.sessions()
+        with open(ctx.dir / "sessions.jsonl", "w") as handle:
+            for row in sessions:
+                handle.write(json.dumps(row) + "\n")
+        # Judged even without a complete drain: sessions the job never emitted are lost, and say so.
+        summary = ctx.arm.judge()
+        oracle = {**summary["oracle"], "drained": ctx.arm.state.drained}
+        (ctx.dir / "oracle.json").write_text(json.dumps(oracle, indent=1) + "\n")
+    except Exception as exc:
+        ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
+    try:
+        from . import checkpoint_tools
+
+        lineage = checkpoint_tools.lineage(ctx.stack.s3_client(direct=True), ctx.stack.info.bucket,
+                                           ctx.arm.checkpoint_prefix)
+        (ctx.dir / "lineage.json").write_text(json.dumps(lineage, indent=1) + "\n")
+    except Exception as exc:
+        ctx.history.error(f"listing the checkpoint failed: {type(exc).__name__}: {exc}")
