@@ -406,3 +406,23 @@ def test_a_flaky_arms_testcase_says_so(flaky_run):
     flaky = {p.get("name"): p.get("value") for p in cases[("slow-s3-put", "hardened")].find("properties")}
     steady = {p.get("name"): p.get("value") for p in cases[("process-crash", "hardened")].find("properties")}
     assert flaky["flaky"] == "PASSED, FAILED, PASSED" and "flaky" not in steady
+
+
+def test_junit_is_written_when_the_page_cannot_be_drawn(tmp_path):
+    """A plain install without matplotlib (issue 18): junit.xml is written on its own, the page's failure is one
+    line, nothing raises."""
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "20261123T081854-smoke-13866", run_dir)
+    for name in ("index.html", "junit.xml"):
+        (run_dir / name).unlink(missing_ok=True)
+    code = ("import sys; sys.modules['matplotlib'] = None\n"
+            "from pathlib import Path\nfrom chaos.run import write_report\n"
+            f"write_report(Path({str(run_dir)!r}), print)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert (run_dir / "junit.xml").is_file() and not (run_dir / "index.html").exists()
+    assert done.stdout.startswith("index.html not written: ModuleNotFoundError")
