@@ -107,6 +107,7 @@ def _targets() -> dict:
         "state": _object({"trend": {"enum": list(spec.TRENDS)}, "during": _phase_list(),
                           "warmup": _number("warmup", 0.0, 0.9), "threshold": _number("threshold", above=0),
                           "bytes_threshold": _number("bytes_threshold", above=0),
+                          "bytes_per_event": _number("bytes_per_event", 0.0),
                           "max_rows_per_key": _number("max_rows_per_key", above=0), "max_rows": _int("max_rows", 1)}),
         "logs": _object({"expected": {"type": "array", "items": _text(), "maxItems": spec.MAX_ITEMS},
                          "forbidden": {"type": "array", "items": _text(), "maxItems": spec.MAX_ITEMS},

@@ -22,6 +22,7 @@ class Trend:
     relative: float  # change of the fitted line across the window, relative to its start
     start: float  # fitted value at the first sample
     end: float
+    per_event: float | None = None  # slope / mean input rate: bytes gained per input event (None: no input rate)
 
 
 def fit_trend(points: Sequence[tuple[float, float]], series: str) -> Trend | None:
@@ -54,7 +55,9 @@ def _after_warmup(tl: Timeline, during: Sequence[str], warmup: float) -> list[Ma
 
 def _describe(trend: Trend, during: Sequence[str]) -> str:
     unit = "" if trend.series == "rows" else " B"
-    return f"state {trend.series} grow {trend.slope:+.1f}{unit}/s ({trend.relative:+.0%} over {'+'.join(during)})"
+    per_event = "" if trend.per_event is None else f", {trend.per_event:+.1f} B per input event"
+    return (f"state {trend.series} grow {trend.slope:+.1f}{unit}/s ({trend.relative:+.0%} over {'+'.join(during)}"
+            f"{per_event})")
 
 
 def state_trends(tl: Timeline, target: StateTarget) -> tuple[Trend | None, Trend | None]:
@@ -62,13 +65,26 @@ def state_trends(tl: Timeline, target: StateTarget) -> tuple[Trend | None, Trend
     kept = _after_warmup(tl, target.during, target.warmup)
     rows = [(time_of(s), v) for s in kept if (v := metric(s, "state_rows")) is not None]
     size = [(time_of(s), v) for s in kept if (v := metric(s, "state_bytes")) is not None]
-    return fit_trend(rows, "rows"), fit_trend(size, "bytes")
+    rates = [v for s in kept if (v := metric(s, "input_rate")) is not None]
+    size_trend = fit_trend(size, "bytes")
+    if size_trend is not None and rates and (mean_rate := sum(rates) / len(rates)) > 0:
+        size_trend = dataclasses.replace(size_trend, per_event=size_trend.slope / mean_rate)
+    return fit_trend(rows, "rows"), size_trend
+
+
+def grew(trend: Trend, target: StateTarget) -> bool:
+    """Rows grow beyond `threshold`; bytes beyond `bytes_threshold` and by more than `bytes_per_event` per input
+    event (a relative change alone is noise on a small bounded state: its base is a few compacted SST files)."""
+    if trend.series == "rows":
+        return trend.relative > target.threshold
+    return trend.relative > target.bytes_threshold and (trend.per_event is None
+                                                          or trend.per_event > target.bytes_per_event)
 
 
 def growth_signature(tl: Timeline, target: StateTarget) -> str | None:
-    """What shows a leak: the first of rows/bytes whose fitted line grows by more than the threshold."""
+    """What shows a leak: the first of rows/bytes whose fitted line grows as `grew` says."""
     for trend in state_trends(tl, target):
-        if trend is not None and trend.relative > target.threshold:
+        if trend is not None and grew(trend, target):
             return _describe(trend, target.during)
     return None
 
@@ -78,7 +94,8 @@ def check_state(tl: Timeline, target: StateTarget, live_keys: int | None) -> Che
     expected_parts = []
     if target.trend:
         expected_parts.append(f"{target.trend} (fitted change {'<=' if target.trend == 'plateau' else '>'} "
-                              f"{target.threshold:.0%} rows, {target.bytes_threshold:.0%} bytes over {during} after "
+                              f"{target.threshold:.0%} rows, {target.bytes_threshold:.0%} and "
+                              f"{num(target.bytes_per_event)} B/event bytes over {during} after "
                               f"{target.warmup:.0%} warm-up)")
     if target.max_rows_per_key is not None:
         expected_parts.append(f"<= {num(target.max_rows_per_key)} rows/key")
@@ -95,21 +112,22 @@ def check_state(tl: Timeline, target: StateTarget, live_keys: int | None) -> Che
             messages.append(f"fewer than {MIN_STATE_SAMPLES} samples with state in {during} after warm-up")
         else:
             fits = [f for f in (rows, size) if f is not None]
-            measured.append(", ".join(f"{f.series} {f.slope:+.1f}/s ({f.relative:+.0%})" for f in fits))
+            measured.append(", ".join(f"{f.series} {f.slope:+.1f}/s ({f.relative:+.0%}"
+                                      + ("" if f.per_event is None else f", {f.per_event:+.1f} B/event") + ")"
+                                      for f in fits))
             if target.trend == "growth":
-                grown = next((f for f in fits if f.relative > (target.threshold if f is rows
-                                                                 else target.bytes_threshold)), None)
+                grown = next((f for f in fits if grew(f, target)), None)
                 verdicts.append("PASSED" if grown else "FAILED")
                 messages.append(_describe(grown, target.during) if grown else
                                 f"state did not grow: {', '.join(_describe(f, target.during) for f in fits)}"
                                 .replace(" grow ", " change "))
             else:
                 # Rows and bytes both: the incident's list state held a flat 2 rows per key while its bytes grew.
-                grew = [f for f in fits if f.relative > (target.threshold if f is rows else target.bytes_threshold)]
-                verdicts.append("FAILED" if grew else "PASSED")
-                messages.append(("state grows: " if grew else "state plateaus: ")
+                grown_fits = [f for f in fits if grew(f, target)]
+                verdicts.append("FAILED" if grown_fits else "PASSED")
+                messages.append(("state grows: " if grown_fits else "state plateaus: ")
                                 + ", ".join(_describe(f, target.during).replace(" grow ", " change ")
-                                            for f in (grew or fits)))
+                                            for f in (grown_fits or fits)))
     if target.max_rows is not None or target.max_rows_per_key is not None:
         values = [v for s in tl.samples_in(target.during) if (v := metric(s, "state_rows")) is not None]
         if len(values) < MIN_STATE_SAMPLES:

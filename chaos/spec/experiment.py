@@ -391,7 +391,8 @@ def _with_rate(arm: Arm, rate: float) -> Arm:
 
 
 def _state(raw: object, path: Path_) -> StateTarget:
-    fields = ("trend", "during", "warmup", "threshold", "bytes_threshold", "max_rows_per_key", "max_rows")
+    fields = ("trend", "during", "warmup", "threshold", "bytes_threshold", "bytes_per_event", "max_rows_per_key",
+              "max_rows")
     section = mapping_of(raw, path, fields)
     if not {"trend", "max_rows_per_key", "max_rows"} & section.keys():
         raise Invalid(path, "sets no trend and no bound", "trend, max_rows_per_key and/or max_rows")
@@ -401,6 +402,7 @@ def _state(raw: object, path: Path_) -> StateTarget:
         warmup=number(section.get("warmup", 0.25), path + ("warmup",), 0.0, 0.9),
         threshold=number(section.get("threshold", 0.2), path + ("threshold",), above=0),
         bytes_threshold=number(section.get("bytes_threshold", 0.5), path + ("bytes_threshold",), above=0),
+        bytes_per_event=number(section.get("bytes_per_event", 8.0), path + ("bytes_per_event",), 0.0),
         max_rows_per_key=(number(section["max_rows_per_key"], path + ("max_rows_per_key",), above=0)
                           if "max_rows_per_key" in section else None),
         max_rows=integer(section["max_rows"], path + ("max_rows",), minimum=1) if "max_rows" in section else None,

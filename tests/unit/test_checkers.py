@@ -323,6 +323,27 @@ def test_a_plateau_needs_flat_rows_and_flat_bytes(story):
     assert flat.verdict == "PASSED" and "rows" in flat.message and "bytes" in flat.message
 
 
+
+def test_bytes_grow_only_by_more_than_a_few_bytes_per_input_event(story):
+    """A bounded state's SST bytes saw-tooth with compaction: on a small base a fitted +81 % is noise (CI, hardened
+    hot-key-session-growth: +820 B/s at 200 events/s = 4 B per event). A state that keeps events gains at least
+    their size for each (the naive list state: 32-47 B per event). The floor is per input event, so it scales."""
+    def bytes_at(per_s: float):
+        return lambda t: {**healthy(t), "input_rate": 200.0, "state_bytes": int(10_000 + per_s * (t - 20))}
+    noise = timeline(story(metrics=bytes_at(820)))
+    plateau = check_state(noise, StateTarget("plateau", INJECT, 0.25, 0.2, None, None), 20)
+    assert plateau.verdict == "PASSED", plateau
+    assert "+4.1 B per input event" in plateau.message
+    assert check_state(noise, StateTarget("growth", INJECT, 0.25, 0.2, None, None), 20).verdict == "FAILED"
+
+    kept = timeline(story(metrics=bytes_at(6_500)))
+    assert check_state(kept, StateTarget("plateau", INJECT, 0.25, 0.2, None, None), 20).verdict == "FAILED"
+    growth = check_state(kept, StateTarget("growth", INJECT, 0.25, 0.2, None, None), 20)
+    assert growth.verdict == "PASSED" and "+32.5 B per input event" in growth.message
+    # the floor is the spec's: lowered to 0, the relative change alone decides again
+    strict = StateTarget("plateau", INJECT, 0.25, 0.2, None, None, bytes_per_event=0.0)
+    assert check_state(noise, strict, 20).verdict == "FAILED", check_state(noise, strict, 20)
+
 def test_state_warmup_leaves_out_the_leading_ramp(story):
     def ramp(t):
         return {**healthy(t), "state_rows": int(min(300, 60 * (t - 20))) if t >= 20 else 0}
