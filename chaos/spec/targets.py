@@ -22,4 +22,9 @@ class TargetParams:
 
 
 TARGET_PARAMS: Mapping[str, TargetParams] = MappingProxyType({
+    "still_healthy": TargetParams(
+        "the last `samples` samples of the recover phase all show the job healthy: lag below the arm's recovery "
+        "lag_below (else 5 s of input) and progress (the batch id advanced, or nothing was pending)",
+        params(samples=Param("int", "how many of the recover phase's last samples (one a second) must be healthy",
+                             required=True, minimum=2, maximum=3600))),
 })
