@@ -212,9 +212,10 @@ def still_healthy_bound(spec: ExperimentSpec, profile: str) -> tuple[float, str]
     STILL_HEALTHY_LAG_S of input; and how to say it."""
     recovery = spec.arm(profile).targets.recovery
     if recovery is not None:
-        return recovery.lag_below, f"{_lag_text(recovery)}, the recovery target's"
+        seconds = f", {num(recovery.lag_below_s)} s of input" if recovery.lag_below_s else ""
+        return recovery.lag_below, f"{num(recovery.lag_below)} (recovery's lag_below{seconds})"
     records = STILL_HEALTHY_LAG_S * spec.workload.rate
-    return records, f"{num(records)} ({num(STILL_HEALTHY_LAG_S)} s of input)"
+    return records, f"{num(records)} ({num(STILL_HEALTHY_LAG_S)} s of input: no recovery target)"
 
 
 def check_still_healthy(tl: Timeline, samples: int, lag_below: float, bound: str = "") -> Check:
@@ -244,7 +245,7 @@ def check_still_healthy(tl: Timeline, samples: int, lag_below: float, bound: str
             return Check("still_healthy", "FAILED", expected, shown,
                          f"the job's driver was down at {at_time(sample)}, {since}")
         if lag is None or lag >= lag_below:
-            what = "lag was not measured" if lag is None else f"lag {num(lag)} (bound {bound})"
+            what = "lag was not measured" if lag is None else f"lag {num(lag)} not below {bound}"
             return Check("still_healthy", "FAILED", expected, shown, f"{what} at {at_time(sample)}, {since}")
     if advanced <= 0 and any(lag > 0 for lag in measured):
         stuck = "no batch id measured" if base is None else f"batch_id stayed at {num(base)}"

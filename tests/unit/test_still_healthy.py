@@ -3,14 +3,17 @@ target declared by its params (chaos/spec/targets.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from chaos.checks.base import ArmData, ControlData
-from chaos.checks.recovery import STILL_HEALTHY, check_recovery, check_still_healthy, control_still_healthy
+from chaos.checks.recovery import (STILL_HEALTHY, check_recovery, check_still_healthy, control_still_healthy,
+                                   still_healthy_bound)
 from chaos.checks.registry import judge_arm_checks
 from chaos.checks.timeline import timeline
 from chaos.errors import SpecError
+from chaos.history import read_history
 from chaos.schema import spec_schema
 from chaos.spec import ExperimentSpec, Recovery, load_experiment
 
@@ -52,7 +55,7 @@ def test_recovered_once_then_behind_again_fails_where_recovery_passes():
     records = _story([900, 50, 40, 30, 20, 200, 400, 800])
     assert check_recovery(timeline(records), TARGET).verdict == "PASSED"
     check = check_still_healthy(timeline(records), 3, 100)
-    assert check.verdict == "FAILED" and "lag 200 (bound 100) at t=25.5s" in check.message
+    assert check.verdict == "FAILED" and "lag 200 not below 100 at t=25.5s" in check.message
 
 
 def test_caught_up_but_stuck_with_records_pending_fails():
@@ -108,8 +111,9 @@ def test_the_bound_is_the_recovery_target_s_else_five_seconds_of_input(tmp_path)
     judged = {name: next(c for c in judge_arm_checks(ArmData(timeline(records), spec, "hardened"))
                          if c.name == "still_healthy") for name, spec in (("recovery", with_recovery),
                                                                            ("default", without))}
-    assert judged["recovery"].verdict == "FAILED" and "bound 100, the recovery target's" in judged["recovery"].message
-    assert judged["default"].verdict == "PASSED" and "250 (5 s of input)" in judged["default"].message
+    assert judged["recovery"].verdict == "FAILED" and "lag 150 not below 100 (recovery's lag_below) at" in \
+        judged["recovery"].message
+    assert judged["default"].verdict == "PASSED" and "below 250 (5 s of input: no recovery target)" in judged["default"].message
     assert STILL_HEALTHY.target_of(without.arm("naive").targets) is None  # opt-in: an arm without it is not judged
 
 
@@ -125,3 +129,21 @@ def test_the_control_is_judged_only_on_a_recover_phase_it_finished(tmp_path):
     cut = control(_story(behind, ended=False), frozenset({"steady", "inject"}))
     assert cut.verdict == "NODATA" and "before its recover phase ended" in cut.message
 
+
+
+# -- on stored histories (tests/fixtures/runs) ---------------------------------------------------------------------
+
+def test_on_real_histories_a_job_that_never_came_back_fails_and_one_that_did_passes():
+    runs = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+
+    def judged(arm_dir: Path) -> tuple[str, str]:
+        spec = ExperimentSpec.from_dict(json.loads((arm_dir.parent / "spec.json").read_text()))
+        lag_below, bound = still_healthy_bound(spec, "hardened")  # the control judged by the hardened bound
+        check = check_still_healthy(timeline(read_history(arm_dir / "history.jsonl")), 5, lag_below, bound)
+        return check.verdict, check.message
+
+    # corrupted-sst's naive job died on its damaged checkpoint and was never restarted: its recovery FAILED
+    verdict, message = judged(runs / "20261123T081854-smoke-13866" / "corrupted-sst" / "naive")
+    assert verdict == "FAILED" and "driver was down" in message
+    verdict, _ = judged(runs / "20261123T085731-smoke-464" / "kafka-broker-disconnect" / "hardened")
+    assert verdict == "PASSED"
