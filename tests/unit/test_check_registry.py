@@ -48,6 +48,12 @@ def test_the_registry_lists_every_check_once_in_the_order_results_show():
         registry.register(CHECKS[1])
 
 
+def test_every_check_a_seam_module_holds_is_registered_once():
+    # a CheckDef whose judge was written in another module would be taken for an import and silently left out
+    held = {id(v): v for seam in registry.SEAMS for v in vars(seam).values() if isinstance(v, CheckDef)}
+    assert sorted(c.name for c in held.values()) == sorted(c.name for c in CHECKS)
+
+
 def test_a_seam_module_s_checks_are_the_ones_it_defines_not_ones_it_imports():
     import types
 
