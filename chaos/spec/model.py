@@ -300,7 +300,8 @@ def _targets_from_plain(d: Mapping) -> Targets:
                                             forbidden=tuple(logs["forbidden"]), min_matches=logs.get("min_matches", 1)),
         lineage=d["lineage"], refused_within=d["refused_within"],
         probes=tuple(_probe_from_plain(p) for p in d["probes"]), exit_code=d.get("exit_code"),
-        extra=MappingProxyType({str(name): MappingProxyType(dict(value)) for name, value in d.get("extra", {}).items()}),
+        extra=MappingProxyType({str(name): MappingProxyType(dict(value))
+                                for name, value in d.get("extra", {}).items()}),
     )
 
 

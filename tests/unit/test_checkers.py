@@ -532,8 +532,8 @@ def test_a_hardened_arm_that_holds_every_target_passes(tmp_path, story):
     assert result["verdict"] == "PASSED", result
     assert (result["role"], result["recovery_s"], result["lost"], result["duplicated"], result["signature"]) == \
         ("subject", 8.5, 0, 0, None)
-    assert_checks(result["checks"], {"progress": "PASSED", "recovery": "PASSED", "lost": "PASSED", "duplicated": "PASSED",
-                                     "probe:processed_rate": "PASSED"})
+    assert_checks(result["checks"], {"progress": "PASSED", "recovery": "PASSED", "lost": "PASSED",
+                                     "duplicated": "PASSED", "probe:processed_rate": "PASSED"})
     assert list(result) == ["profile", "verdict", "role", "recovery_s", "lost", "duplicated", "signature", "checks"]
     assert all(list(c) == ["name", "verdict", "expected", "measured", "message"] for c in result["checks"])
 

@@ -113,7 +113,8 @@ def test_the_bound_is_the_recovery_target_s_else_five_seconds_of_input(tmp_path)
                                                                            ("default", without))}
     assert judged["recovery"].verdict == "FAILED" and "lag 150 not below 100 (recovery's lag_below) at" in \
         judged["recovery"].message
-    assert judged["default"].verdict == "PASSED" and "below 250 (5 s of input: no recovery target)" in judged["default"].message
+    assert judged["default"].verdict == "PASSED"
+    assert "below 250 (5 s of input: no recovery target)" in judged["default"].message
     assert STILL_HEALTHY.target_of(without.arm("naive").targets) is None  # opt-in: an arm without it is not judged
 
 
