@@ -30,6 +30,7 @@ INERT = ("docs/*", "*.md", "tests/*", "reports/*", ".ci/*", "chaos/report.py", "
 KIND_FILES: Mapping[str, tuple[str, ...]] = {
     "infra/toxiproxy.py": ("network.",),
     "chaos/checkpoint_tools.py": ("checkpoint.corrupt",),
+    "chaos/checkpoint_damage.py": ("checkpoint.corrupt",),
     "infra/s3proxy.py": ("s3.",),
     "infra/s3proxy/*": ("s3.",),
 }

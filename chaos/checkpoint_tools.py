@@ -1,5 +1,6 @@
-"""The harness's view of a job's checkpoint in MinIO: its lineage (for the lineage checker) and deliberate damage
-(the checkpoint.corrupt fault).
+"""The harness's reading of a job's checkpoint in MinIO: its layout (`parse_listing`, `read_layout`) and its lineage
+(`lineage`: what the lineage check judges, and every file a restart would load read back). The deliberate damage of the
+checkpoint.corrupt fault is chaos/checkpoint_damage.py, which chooses its files from this same reading.
 
 The harness reads MinIO directly (not through the `s3` proxy), so what it sees does not depend on the faults it
 injects. It parses the checkpoint's layout with its own code (`parse_listing` below) and imports nothing from the
@@ -26,13 +27,11 @@ from __future__ import annotations
 
 import io
 import json
-import random
 import re
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
-METHODS = ("bit_flip", "truncate", "footer", "zero_fill")
 STATE_KINDS = ("sst", "zip", "changelog")           # `version`: the state version
 BATCH_KINDS = ("offsets", "commits")                # `version`: the batch id
 RECORD_KINDS = ("metadata", "sources", "state_metadata")  # written once: no version (only `newest`)
@@ -221,7 +220,7 @@ def _listing(s3, bucket: str, prefix: str) -> list[Listed]:
             for o in s3.list_objects(bucket, prefix=prefix.rstrip("/") + "/", recursive=True) if not o.is_dir]
 
 
-def _read(s3, bucket: str, key: str) -> bytes:
+def read_object(s3, bucket: str, key: str) -> bytes:
     response = s3.get_object(bucket, key)
     try:
         return response.read()
@@ -243,13 +242,13 @@ def lineage(s3, bucket: str, prefix: str) -> dict:
     rollbacks = []
     for key in (k for k in layout.bookkeeping if k.startswith(f"{INTEGRITY_DIR}/rollbacks/")):
         try:
-            rollbacks.append(json.loads(_read(s3, bucket, f"{root}/{key}")))
+            rollbacks.append(json.loads(read_object(s3, bucket, f"{root}/{key}")))
         except ValueError:
             rollbacks.append({"unreadable": key})
     lease = None
     if layout.lease:
         try:
-            lease = json.loads(_read(s3, bucket, f"{root}/{LEASE}"))
+            lease = json.loads(read_object(s3, bucket, f"{root}/{LEASE}"))
         except ValueError:
             lease = {"unreadable": True}
     return {
@@ -264,7 +263,7 @@ def lineage(s3, bucket: str, prefix: str) -> dict:
         "temporary_files": layout.temporary,
         "rollbacks": rollbacks,
         "lease": lease,
-        "content": read_what_a_restart_loads(layout, lambda key: _read(s3, bucket, f"{root}/{key}")),
+        "content": read_what_a_restart_loads(layout, lambda key: read_object(s3, bucket, f"{root}/{key}")),
     }
 
 
@@ -352,203 +351,3 @@ def read_what_a_restart_loads(layout: Layout, read: Callable[[str], bytes]) -> d
                 if changelog.size == 0:
                     problems.append(f"{changelog.key}: empty")
     return {"files_read": read_count, "problems": problems}
-
-
-# -- choosing what to damage -----------------------------------------------------------------------------------
-class NothingToCorrupt(Exception):
-    """The checkpoint has no file of the requested kind (and version)."""
-
-
-SnapshotSsts = Callable[[CheckpointFile], Iterable[str]]
-
-
-def choose(checkpoint: Layout, kind: str, version: int | str, rng: random.Random,
-           snapshot_ssts: SnapshotSsts | None = None, count: int = 1) -> list[CheckpointFile]:
-    """The files to damage (`count` of them, one per method).
-
-    - `sst`, `zip`, `changelog`: in the newest committed state version that has one (or exactly `version`). For an
-      SST, the snapshot of that version names the candidates (`snapshot_ssts(zip_file)` -> names); one is drawn with
-      `rng` so a seed reproduces the choice. With `count` > 1 (and version "newest") the other files come from other
-      partitions, each at its own newest version (what that partition loads on a restart); an SST kind takes further
-      SSTs of the same snapshots once the partitions run out.
-    - `offsets`, `commits`: the entry of batch `version`; "newest" is the highest entry present (for offsets that
-      may be the batch in flight, which no commit has closed yet), and with `count` > 1 the next older entries.
-    - `metadata`, `sources` (sources/<s>/<p>), `state_metadata` (operator metadata and state schemas): files written
-      once, with no version (`version` must be "newest"); `count` distinct ones drawn with `rng`.
-    - `any`: one of the kinds above that has `count` such files (at `version`), drawn with `rng`, then its files."""
-    if kind == ANY:
-        kind = choose_kind(checkpoint, version, rng, snapshot_ssts, count)
-    if kind in STATE_KINDS:
-        return _choose_state(checkpoint, kind, version, rng, snapshot_ssts, count)
-    if kind in BATCH_KINDS:
-        return _choose_batch(checkpoint, kind, version, count)
-    if kind in RECORD_KINDS:
-        return _choose_record(checkpoint, kind, version, rng, count)
-    raise ValueError(f"unknown checkpoint file kind {kind!r}; allowed: {', '.join(KIND_CHOICES)}")
-
-
-def available_kinds(checkpoint: Layout, version: int | str, snapshot_ssts: SnapshotSsts | None = None,
-                    count: int = 1) -> list[str]:
-    """The kinds that have `count` files to damage (at `version`), in KINDS order. Uses no caller's rng."""
-    found = []
-    for kind in KINDS:
-        if kind in RECORD_KINDS and version != "newest":
-            continue  # written-once files have no version
-        try:
-            choose(checkpoint, kind, version, random.Random(0), snapshot_ssts=snapshot_ssts, count=count)
-        except (NothingToCorrupt, ValueError):
-            continue
-        found.append(kind)
-    return found
-
-
-def choose_kind(checkpoint: Layout, version: int | str, rng: random.Random,
-                snapshot_ssts: SnapshotSsts | None = None, count: int = 1) -> str:
-    """`any`: one kind that has files, drawn with `rng` (a seed reproduces it on the same checkpoint)."""
-    kinds = available_kinds(checkpoint, version, snapshot_ssts, count)
-    if not kinds:
-        raise NothingToCorrupt(f"the checkpoint has no file of any kind to damage ({count} wanted"
-                               f"{'' if version == 'newest' else f' at version {version}'})")
-    return rng.choice(kinds)
-
-
-def _choose_state(checkpoint: Layout, kind: str, version: int | str, rng: random.Random,
-                  snapshot_ssts: SnapshotSsts | None, count: int) -> list[CheckpointFile]:
-    committed = max(checkpoint.commits) + 1 if checkpoint.commits else None
-    by_partition: dict[str, list[tuple[int, CheckpointFile]]] = {}
-    for name, partition in checkpoint.partitions.items():
-        versions = partition.snapshots if kind in ("zip", "sst") else partition.changelogs
-        for v, file in versions.items():
-            if committed is not None and v > committed:
-                continue  # a version no commit refers to is never loaded: damaging it proves nothing
-            by_partition.setdefault(name, []).append((v, file))
-    candidates = [pair for pairs in by_partition.values() for pair in pairs]
-    if not candidates:
-        raise NothingToCorrupt(f"the checkpoint has no {'snapshot' if kind != 'changelog' else 'changelog'} file "
-                               f"of a committed version yet")
-    wanted = max(v for v, _ in candidates) if version == "newest" else int(version)
-    at_version = sorted((f for v, f in candidates if v == wanted), key=lambda f: f.key)
-    if not at_version:
-        raise NothingToCorrupt(f"no {kind} file at state version {wanted}; have versions "
-                               f"{sorted({v for v, _ in candidates})[-5:]}")
-    first = rng.choice(at_version)
-    files = [first]
-    if count > 1 and version == "newest":
-        others = sorted((max(pairs, key=lambda pair: pair[0]) for name, pairs in by_partition.items()
-                         if name != first.partition), key=lambda pair: (-pair[0], pair[1].key))
-        files += [file for _v, file in others]
-    if kind != "sst":
-        if len(files) < count:
-            raise NothingToCorrupt(f"{count} {kind} files to damage wanted, the checkpoint has {len(files)}")
-        return files[:count]
-    if snapshot_ssts is None:
-        raise ValueError("choosing an SST needs snapshot_ssts (the SST names a snapshot zip lists)")
-    chosen: list[CheckpointFile] = []
-    spare: list[CheckpointFile] = []
-    for snapshot in files:
-        partition = checkpoint.partitions[str(snapshot.partition)]  # a snapshot always has its partition
-        ssts = [partition.ssts[n] for n in sorted(snapshot_ssts(snapshot)) if n in partition.ssts]
-        rng.shuffle(ssts)
-        if ssts:
-            chosen.append(ssts[0])
-            spare += ssts[1:]
-    if not chosen:
-        raise NothingToCorrupt(f"snapshot {first.key} lists no SST file that exists")
-    chosen += spare
-    if len(chosen) < count:
-        raise NothingToCorrupt(f"{count} SST files to damage wanted, the newest snapshots list {len(chosen)}")
-    return chosen[:count]
-
-
-def _choose_batch(checkpoint: Layout, kind: str, version: int | str, count: int) -> list[CheckpointFile]:
-    entries = checkpoint.offsets if kind == "offsets" else checkpoint.commits
-    if not entries:
-        raise NothingToCorrupt(f"the checkpoint has no {kind} entry yet")
-    if version == "newest":
-        files = [entries[b] for b in sorted(entries, reverse=True)[:count]]
-    else:
-        batch = int(version)
-        if batch not in entries:
-            have = sorted(entries)
-            raise NothingToCorrupt(f"no {kind}/{batch}; have batches {have[0]}..{have[-1]}" if len(have) > 1
-                                   else f"no {kind}/{batch}; have batch {have[0]}")
-        files = [entries[batch]]
-    if len(files) < count:
-        raise NothingToCorrupt(f"{count} {kind} entries to damage wanted, "
-                               + (f"the checkpoint has {len(files)}" if version == "newest"
-                                  else f"batch {version} has one"))
-    return files
-
-
-def _choose_record(checkpoint: Layout, kind: str, version: int | str, rng: random.Random,
-                   count: int) -> list[CheckpointFile]:
-    if version != "newest":
-        raise ValueError(f"{kind} files are written once and have no version: use version newest, not {version!r}")
-    files = checkpoint.files(kind)
-    what = {"metadata": "metadata file", "sources": "sources/<s>/<p> file",
-            "state_metadata": "state operator metadata or schema file"}[kind]
-    if not files:
-        raise NothingToCorrupt(f"the checkpoint has no {what} yet")
-    if len(files) < count:
-        raise NothingToCorrupt(f"{count} {kind} files to damage wanted, the checkpoint has {len(files)}")
-    return rng.sample(files, count)
-
-
-# -- damaging --------------------------------------------------------------------------------------------------
-def damage(data: bytes, method: str, rng: random.Random) -> bytes:
-    """The damaged content. Every method changes the bytes (a no-op corruption would prove nothing)."""
-    if not data:
-        raise NothingToCorrupt("the file is empty")
-    if method == "bit_flip":
-        position = rng.randrange(len(data))
-        return data[:position] + bytes([data[position] ^ (1 << rng.randrange(8))]) + data[position + 1:]
-    if method == "truncate":
-        return data[: len(data) // 2]
-    if method == "footer":  # the last 8 bytes: an SST's magic number (RocksDB: "Bad table magic number")
-        tail = bytes(b ^ 0xFF for b in data[-8:])
-        return data[:-8] + tail
-    if method == "zero_fill":
-        start = len(data) // 4
-        end = max(start + 1, len(data) // 2)
-        zeroed = data[:start] + bytes(end - start) + data[end:]
-        return zeroed if zeroed != data else data[:start] + b"\xff" * (end - start) + data[end:]
-    raise ValueError(f"unknown corruption method {method!r}; allowed: {', '.join(METHODS)}")
-
-
-def _zip_reader(s3, bucket: str, root: str) -> SnapshotSsts:
-    return lambda zip_file: snapshot_ssts(_read(s3, bucket, f"{root}/{zip_file.key}"))
-
-
-def can_corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str, count: int = 1) -> bool:
-    """Are there `count` files of this kind (and version) to damage yet? (A snapshot appears only every few
-    versions.)"""
-    root = prefix.rstrip("/")
-    try:
-        choose(read_layout(s3, bucket, root), kind, version, random.Random(0), count=count,
-               snapshot_ssts=_zip_reader(s3, bucket, root))
-    except (NothingToCorrupt, ValueError):
-        return False
-    return True
-
-
-def corrupt(s3, bucket: str, prefix: str, kind: str, version: int | str, method: str | list[str],
-            seed: int = 0) -> dict:
-    """Damage checkpoint files in place (the job must be stopped): one per method. Returns what was done, for the
-    history: the first file's fields (`kind` is the kind of file damaged, also when `any` was asked for;
-    `requested_kind` what was asked for), and every file under `files`."""
-    root = prefix.rstrip("/")
-    methods = [method] if isinstance(method, str) else list(method)
-    rng = random.Random(seed)
-    targets = choose(read_layout(s3, bucket, root), kind, version, rng, count=len(methods),
-                     snapshot_ssts=_zip_reader(s3, bucket, root))
-    done: list[dict[str, Any]] = []
-    for target, how in zip(targets, methods):
-        key = f"{root}/{target.key}"
-        original = _read(s3, bucket, key)
-        damaged = damage(original, how, rng)
-        s3.put_object(bucket, key, io.BytesIO(damaged), len(damaged))
-        done.append({"file": target.key, "kind": target.kind, "version": target.version, "method": how,
-                     "size_before": len(original), "size_after": len(damaged),
-                     "sst_magic_before": original[-8:] == SST_MAGIC if target.kind == "sst" else None})
-    return {**done[0], "file": ", ".join(d["file"] for d in done), "method": "+".join(d["method"] for d in done),
-            "requested_kind": kind, "files": done}

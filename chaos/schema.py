@@ -8,6 +8,8 @@ The schema says what each field may hold: its name, type, choices and bounds (LI
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 from . import spec, triggers
 from .faults.base import Param
 from .faults.registry import FAULTS
@@ -90,10 +92,14 @@ def _fault(name: str) -> dict:
         "fault": {"const": name},
         "target": {"enum": list(kind.targets)},
         "at": _duration(), "duration": _duration(), "start_jitter": _duration(),
-        "params": _object({p: _param(p, param) for p, param in kind.params.items()},
-                          required=tuple(p for p, param in kind.params.items() if param.required)),
+        "params": _params(kind.params),
         "on": trigger,
     }, required=("fault",), description=kind.summary)
+
+
+def _params(declared: Mapping[str, Param], description: str | None = None) -> dict:
+    return _object({p: _param(p, param) for p, param in declared.items()},
+                   required=tuple(p for p, param in declared.items() if param.required), description=description)
 
 
 def _targets() -> dict:
@@ -115,6 +121,7 @@ def _targets() -> dict:
         "lineage": {"type": "boolean"},
         "refused_within": _duration(),
         "exit_code": {"enum": list(spec.JOB_EXIT_CODES)},
+        **{name: _params(declared.params, declared.summary) for name, declared in spec.TARGET_PARAMS.items()},
     })
 
 

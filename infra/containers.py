@@ -1,5 +1,9 @@
 """The containers backend: each stack component runs in its own container, started through testcontainers.
 
+One module of ~520 lines on purpose: the engine set-up, the handles, the backend and the clean-up of leftovers all
+apply one convention (the labels, host networking, mounts and user below) and change together; split, each part
+would have to know the others' half of it. The seams that do exist are already apart: images.py, owners.py.
+
 Kafka, MinIO, Toxiproxy, the S3 fault proxy, the Spark master and the Spark worker each run as a container of
 the image infra/images.py resolves for them (a local build where no registry is reachable). The commands are the
 ones infra/components.py builds, unchanged: this backend only gives them the in-image program paths

@@ -18,6 +18,8 @@ The modules, along the seams of what they judge:
                                        of `healthy_samples` consecutive samples with lag < lag_below and progress;
                                        the worst of them, PASSED if <= within
                        max_lag         the largest lag of the inject and recover samples
+                       still_healthy   the last `samples` samples of the recover phase: lag below the recovery
+                                       bound (else 5 s of input), driver up, a batch completed (or nothing pending)
     exactly_once.py    lost            oracle.json: lost sessions (compare) or acknowledged events (coverage);
                                        output with wrong fields fails it too
                        duplicated      oracle.json: duplicated sessions / events; output nobody sent fails it too

@@ -36,8 +36,9 @@ class CheckDef:
     """A check in the registry (chaos/checks/registry.py).
 
     name        the check's name in results.json (probes: each one is `probe:<metric>`)
-    target      the field of chaos.spec.Targets it judges; the check runs on an arm whose targets set it (not None,
-                not False, not empty). None: it runs on every arm (environment).
+    target      the field of chaos.spec.Targets it judges, or a target declared by its params (chaos/spec/targets.py
+                TARGET_PARAMS: the check is given {param: value}); the check runs on an arm whose targets set it (not
+                None, not False, not empty). None: it runs on every arm (environment).
     judge       (ArmData, the target's value) -> Check(s): the arm judged by its own targets
     control     (ControlData, the hardened arm's target value) -> Check(s): the control's data judged by the
                 hardened target, for discrimination; None: the check is not part of discrimination
@@ -55,7 +56,7 @@ class CheckDef:
         """The target this check judges in `targets`, or None when they do not set it."""
         if self.target is None:
             return True
-        value = getattr(targets, self.target, None)
+        value = targets.extra.get(self.target) if self.target in targets.extra else getattr(targets, self.target, None)
         return None if value is False or value == () else value
 
 

@@ -1,13 +1,14 @@
 """recovery: seconds from each disruption (a heal, a restart of the driver) to the first of `healthy_samples`
 consecutive healthy samples (lag < lag_below and progress), the worst of them, vs `within`; max_lag: the largest lag
-of the inject and recover samples."""
+of the inject and recover samples; still_healthy: the last samples of the recover phase all healthy (recovered, and
+stayed so to the end)."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, cast
 
-from ..spec import Recovery
+from ..spec import ExperimentSpec, Recovery
 from .base import CheckDef, ControlData, settle
 from .timeline import Check, Timeline, at_time, metric, num, secs, time_of
 
@@ -199,3 +200,80 @@ def control_max_lag(data: ControlData, limit: int) -> Check:
 
 RECOVERY = CheckDef("recovery", "recovery", lambda arm, target: check_recovery(arm.tl, target), control_recovery)
 MAX_LAG = CheckDef("max_lag", "max_lag", lambda arm, limit: check_max_lag(arm.tl, limit), control_max_lag)
+
+
+# still_healthy's lag bound when the arm sets no recovery target: seconds of input at the workload's rate (the
+# recovery bound every experiment uses, `lag_below: 5s`).
+STILL_HEALTHY_LAG_S = 5.0
+
+
+def still_healthy_bound(spec: ExperimentSpec, profile: str) -> tuple[float, str]:
+    """The lag a healthy sample stays below for still_healthy: the arm's recovery lag_below, else
+    STILL_HEALTHY_LAG_S of input; and how to say it."""
+    recovery = spec.arm(profile).targets.recovery
+    if recovery is not None:
+        seconds = f", {num(recovery.lag_below_s)} s of input" if recovery.lag_below_s else ""
+        return recovery.lag_below, f"{num(recovery.lag_below)} (recovery's lag_below{seconds})"
+    records = STILL_HEALTHY_LAG_S * spec.workload.rate
+    return records, f"{num(records)} ({num(STILL_HEALTHY_LAG_S)} s of input: no recovery target)"
+
+
+def check_still_healthy(tl: Timeline, samples: int, lag_below: float, bound: str = "") -> Check:
+    """The last `samples` samples of the recover phase all show the job healthy: lag measured and below `lag_below`,
+    its driver not down; and progress across them: the batch id advanced past the sample before them, unless nothing
+    was pending (lag 0 in every one). Fewer samples than that in the recover phase: NODATA."""
+    expected = f"the last {samples} recover samples: lag < {num(lag_below)}, progress"
+    bound = bound or num(lag_below)
+    if tl.window("recover") is None:
+        return Check("still_healthy", "NODATA", expected, "no recover phase", "the history has no recover phase")
+    recover = tl.samples_in(("recover",))
+    if len(recover) < samples:
+        return Check("still_healthy", "NODATA", expected, f"{len(recover)} samples",
+                     f"{len(recover)} samples in the recover phase, fewer than the {samples} to judge")
+    last = recover[-samples:]
+    lags = [metric(s, "lag") for s in last]
+    measured = [lag for lag in lags if lag is not None]
+    batches = [b for s in last if (b := metric(s, "batch_id")) is not None]
+    earlier = [b for s in tl.samples if time_of(s) < time_of(last[0]) and (b := metric(s, "batch_id")) is not None]
+    base = earlier[-1] if earlier else (batches[0] if batches else None)
+    advanced = 0.0 if base is None or not batches else max(batches) - base
+    shown = (f"max lag {num(max(measured))}" if measured else "lag not measured") + f", batch +{num(advanced)}"
+    since = f"in the last {samples} samples of the recover phase (from {at_time(last[0])})"
+    for sample, lag in zip(last, lags):
+        alive = sample.get("alive")
+        if isinstance(alive, Mapping) and alive.get("job-driver") is False:
+            return Check("still_healthy", "FAILED", expected, shown,
+                         f"the job's driver was down at {at_time(sample)}, {since}")
+        if lag is None or lag >= lag_below:
+            what = "lag was not measured" if lag is None else f"lag {num(lag)} not below {bound}"
+            return Check("still_healthy", "FAILED", expected, shown, f"{what} at {at_time(sample)}, {since}")
+    if advanced <= 0 and any(lag > 0 for lag in measured):
+        stuck = "no batch id measured" if base is None else f"batch_id stayed at {num(base)}"
+        return Check("still_healthy", "FAILED", expected, shown,
+                     f"no batch completed {since} ({stuck}) while records were pending (max lag "
+                     f"{num(max(measured))})")
+    return Check("still_healthy", "PASSED", expected, shown,
+                 f"lag below {bound} with progress {since}")
+
+
+def _still_healthy(spec: ExperimentSpec | None, profile: str | None, tl: Timeline, target: Mapping[str, object]
+                   ) -> Check:
+    samples = cast(int, target["samples"])  # validated by its Param: an int >= 2
+    if spec is None or profile is None:
+        return Check("still_healthy", "NODATA", f"the last {samples} recover samples healthy", "no spec",
+                     "no spec to take the lag bound from")
+    lag_below, bound = still_healthy_bound(spec, profile)
+    return check_still_healthy(tl, samples, lag_below, bound)
+
+
+def control_still_healthy(data: ControlData, target: Mapping[str, object]) -> Check:
+    """The control's last samples by the hardened arm's bound; only a control that ran to the end of its recover
+    phase says how it ended."""
+    subject = next((a.profile for a in data.spec.arms if a.role == "subject"), None) if data.spec else None
+    why = None if "recover" in data.ended else data.incomplete(("recover",))
+    return settle(_still_healthy(data.spec, subject, data.tl, target), data, pass_unless=why, fail_unless=why)
+
+
+STILL_HEALTHY = CheckDef("still_healthy", "still_healthy",
+                         lambda arm, target: _still_healthy(arm.spec, arm.profile, arm.tl, target),
+                         control_still_healthy)

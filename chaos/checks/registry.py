@@ -3,8 +3,8 @@ every call goes through.
 
 A check is a `CheckDef` (chaos/checks/base.py) in its own module: the target it judges, how it judges an arm, how it
 judges the control's data for discrimination, and whether an arm judged by it may end early. `CHECKS` below is the
-only list of them; `judge_arm_checks` and `judge_control_checks` run the ones an arm's targets set, and
-chaos.run.ends_early asks `holding_back` which of them keep an arm running to its end.
+only list of them, gathered from the seam modules in `SEAMS`; `judge_arm_checks` and `judge_control_checks` run the
+ones an arm's targets set, and chaos.run.ends_early asks `holding_back` which of them keep an arm running to its end.
 
 Every call is guarded, as Jepsen's check-safe does: a check that raises becomes an UNKNOWN check carrying the error
 (`raised`), the other checks are judged as usual and the run's results are written. A bug in a check is a broken
@@ -15,6 +15,7 @@ from __future__ import annotations
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from ..spec import Targets
@@ -22,20 +23,24 @@ from . import deployment, environment, exactly_once, lineage, logs, progress, re
 from .base import ArmData, CheckDef, ControlData, Judged
 from .timeline import Check
 
-CHECKS: list[CheckDef] = [
-    environment.ENVIRONMENT,
-    progress.PROGRESS,
-    recovery.RECOVERY,
-    recovery.MAX_LAG,
-    exactly_once.LOST,
-    exactly_once.DUPLICATED,
-    state.STATE,
-    logs.LOGS,
-    lineage.LINEAGE,
-    deployment.REFUSED,
-    deployment.EXIT_CODE,
-    steady_state.PROBES,
-]
+# The seam modules, in the order their checks appear in results.json. Within a module its checks come in the order
+# it defines them: a new check in an existing seam is found here without a line of its own; a new seam module is one
+# line in SEAMS (as a new fault family is one line in chaos/faults/registry.py FAMILIES).
+SEAMS = (environment, progress, recovery, exactly_once, state, logs, lineage, deployment, steady_state)
+
+
+def declared(module: ModuleType) -> list[CheckDef]:
+    """The `CheckDef`s a seam module defines at its top level, in the order it defines them; one it imports from
+    another module (its judge was written there) is that module's."""
+    found: list[CheckDef] = []
+    for value in vars(module).values():
+        home = getattr(value.judge, "__module__", module.__name__) if isinstance(value, CheckDef) else None
+        if home == module.__name__ and all(value is not other for other in found):
+            found.append(value)
+    return found
+
+
+CHECKS: list[CheckDef] = [check for seam in SEAMS for check in declared(seam)]
 
 
 def register(check: CheckDef, after: str | None = None) -> CheckDef:

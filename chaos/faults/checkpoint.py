@@ -1,5 +1,6 @@
 """Checkpoint faults: a second deployment of the job on the same checkpoint, or a checkpoint file damaged while the
-job is down. The damage is chosen and done by the harness's own reading of a checkpoint (chaos/checkpoint_tools.py),
+job is down. The damage is chosen and done by the harness's own reading of a checkpoint (chaos/checkpoint_damage.py
+over chaos/checkpoint_tools.py),
 never by the job's code: a fault must not land only where the job's hardening looks."""
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .. import checkpoint_tools
+from .. import checkpoint_damage
 from ..spec.fields import EPSILON, Invalid, fmt_seconds
 from .base import JOB_EXIT_REFUSED, BaseFault, FaultError, FaultKind, Param, job_line, params
 
@@ -96,10 +97,10 @@ class CorruptCheckpoint(BaseFault):
         """Damage the (stopped or killed) job's checkpoint, then start the job on it whatever happened."""
         arm, p = self.ctx.arm, self.params
         try:
-            damaged = checkpoint_tools.corrupt(self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket,
+            damaged = checkpoint_damage.corrupt(self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket,
                                                arm.checkpoint_prefix, kind=p["kind"], version=p["version"],
                                                method=p["method"], seed=self.ctx.seed)
-        except checkpoint_tools.NothingToCorrupt as nothing:
+        except checkpoint_damage.NothingToCorrupt as nothing:
             raise FaultError(f"checkpoint.corrupt {p['kind']}: {nothing}") from None
         finally:
             new = arm.start_job()
@@ -111,7 +112,7 @@ class CorruptCheckpoint(BaseFault):
         s3, bucket = self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket
         deadline = time.monotonic() + self.WAIT_S
         count = 1 if isinstance(p["method"], str) else len(p["method"])
-        while not checkpoint_tools.can_corrupt(s3, bucket, arm.checkpoint_prefix, p["kind"], p["version"], count):
+        while not checkpoint_damage.can_corrupt(s3, bucket, arm.checkpoint_prefix, p["kind"], p["version"], count):
             if time.monotonic() > deadline:
                 raise FaultError(f"checkpoint.corrupt {p['kind']}: {count} such file(s) did not appear in the "
                                  f"checkpoint within {self.WAIT_S:.0f} s")
@@ -137,7 +138,7 @@ def _validate_corrupt(fault: Fault, path: tuple[str, ...]) -> None:
         raise Invalid(vpath, f"{p['version']} is not a state version", "an integer >= 1 or newest")
     many = not isinstance(p["method"], str) and len(p["method"]) > 1
     if many and p["kind"] != "sst" and p["version"] != "newest":
-        # checkpoint_tools.choose takes further files from other partitions' newest versions only
+        # checkpoint_damage.choose takes further files from other partitions' newest versions only
         raise Invalid(vpath, f"{p['version']} with {len(p['method'])} methods: only one "
                       f"{p['kind']} file can be damaged at a fixed version", "newest, or one method")
 

@@ -25,6 +25,7 @@ from .fields import (EPSILON, GLOB_RE, MAX_INT, MAX_ITEMS, MAX_NUMBER, MAX_PAYLO
                      required_key, show)
 from .model import (ARM_PROFILES, CONTROL_PROFILES, EXPECTS, SHAPES, TRENDS, Arm, ExperimentSpec, Fault, Incident,
                     Job, Logs, Phases, Probe, Recovery, StateTarget, Targets, Workload)
+from .targets import TARGET_PARAMS
 
 # -- sections ------------------------------------------------------------------------------------------------
 
@@ -162,6 +163,22 @@ def _param(value: object, path: Path_, param: Param, scale: float) -> object:
     return value
 
 
+def _params(raw: object, path: Path_, declared: Mapping[str, Param], scale: float) -> dict[str, object]:
+    """A mapping of params checked against their declarations (a fault kind's, a declared target's), defaults
+    filled in."""
+    raw_params = mapping_of(raw, path, declared)
+    found: dict[str, object] = {}
+    for pname, param in declared.items():
+        ppath = path + (pname,)
+        if pname in raw_params:
+            found[pname] = _param(raw_params[pname], ppath, param, scale)
+        elif param.required:
+            raise Invalid(ppath, "missing", param.allowed())
+        else:  # a list, as a spec would write it (and spec.json gives back)
+            found[pname] = list(param.default) if isinstance(param.default, tuple) else param.default
+    return found
+
+
 def _fault(raw: object, path: Path_, inject: float, scale: float) -> Fault:
     if isinstance(raw, dict) and True in raw and "on" not in raw:
         raw = {("on" if key is True else key): value for key, value in raw.items()}  # YAML 1.1 reads `on:` as true
@@ -181,16 +198,7 @@ def _fault(raw: object, path: Path_, inject: float, scale: float) -> Fault:
     if not kind.params and isinstance(section.get("params"), dict) and section["params"]:
         raise Invalid(path + ("params", str(next(iter(section["params"])))), "unknown field",
                        f"no params: {name} takes none")
-    raw_params = mapping_of(section.get("params", {}), path + ("params",), kind.params)
-    params: dict[str, object] = {}
-    for pname, param in kind.params.items():
-        ppath = path + ("params", pname)
-        if pname in raw_params:
-            params[pname] = _param(raw_params[pname], ppath, param, scale)
-        elif param.required:
-            raise Invalid(ppath, "missing", param.allowed())
-        else:  # a list, as a spec would write it (and spec.json gives back)
-            params[pname] = list(param.default) if isinstance(param.default, tuple) else param.default
+    params = _params(section.get("params", {}), path + ("params",), kind.params, scale)
 
     at = duration_field(section.get("at", 0), path + ("at",), scale)
     jitter = duration_field(section.get("start_jitter", 0), path + ("start_jitter",), scale)
@@ -332,9 +340,10 @@ def _expectation(profile: str, section: dict, path: Path_) -> tuple[str | None, 
 
 def _targets(raw: object, path: Path_, probes: tuple[Probe, ...], phases: Phases,
              faults: tuple[Fault, ...]) -> Targets:
-    section = mapping_of(raw, path, TARGET_FIELDS)
+    names = TARGET_FIELDS + tuple(TARGET_PARAMS)
+    section = mapping_of(raw, path, names)
     if not section:
-        raise Invalid(path, "is empty: an arm must be judged on something", ", ".join(TARGET_FIELDS))
+        raise Invalid(path, "is empty: an arm must be judged on something", ", ".join(names))
     recovery = _recovery(section["recovery"], path + ("recovery",), phases) if "recovery" in section else None
     refused_within = None
     if "refused_within" in section:
@@ -359,6 +368,8 @@ def _targets(raw: object, path: Path_, probes: tuple[Probe, ...], phases: Phases
         probes=probes,
         exit_code=(choice(section["exit_code"], path + ("exit_code",), JOB_EXIT_CODES)
                    if "exit_code" in section else None),
+        extra=MappingProxyType({name: MappingProxyType(_params(section[name], path + (name,), declared.params, 1.0))
+                                for name, declared in TARGET_PARAMS.items() if name in section}),
     )
 
 

@@ -150,6 +150,8 @@ class Targets:
     refused_within: float | None
     probes: tuple[Probe, ...]  # the experiment's steady-state probes: they hold for every arm
     exit_code: int | None = None  # how the job's driver must have ended (job/__main__.py's codes)
+    # The targets declared by their params (chaos/spec/targets.py TARGET_PARAMS): name -> {param: value}, validated
+    extra: Mapping[str, Mapping[str, object]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -291,7 +293,7 @@ def _probe_from_plain(d: Mapping) -> Probe:
 
 
 def _targets_from_plain(d: Mapping) -> Targets:
-    d = _known(d, Targets, optional=("exit_code",))
+    d = _known(d, Targets, optional=("exit_code", "extra"))
     recovery, state, logs = d["recovery"], d["state"], d["logs"]
     return Targets(
         progress=d["progress"],
@@ -303,6 +305,8 @@ def _targets_from_plain(d: Mapping) -> Targets:
                                             forbidden=tuple(logs["forbidden"]), min_matches=logs.get("min_matches", 1)),
         lineage=d["lineage"], refused_within=d["refused_within"],
         probes=tuple(_probe_from_plain(p) for p in d["probes"]), exit_code=d.get("exit_code"),
+        extra=MappingProxyType({str(name): MappingProxyType(dict(value))
+                                for name, value in d.get("extra", {}).items()}),
     )
 
 

@@ -4,7 +4,7 @@ damage before Spark reads it, repairs it, goes on committing batches, and in the
 One stack, one hardened job and one workload for the whole module, to keep it short: the workload is produced in
 the background while, one kind after another (metadata, sources, offsets, commits, state_metadata, changelog, zip,
 sst), the test waits for two more committed batches, kills the job's process group, damages one file of that kind
-with chaos.checkpoint_tools.corrupt (the harness's own reading of the checkpoint, not the job's), and restarts the
+with chaos.checkpoint_damage.corrupt (the harness's own reading of the checkpoint, not the job's), and restarts the
 job. The last test drains and judges the whole run with the oracle. Local backend only.
 
 After a SIGKILL the newest commit (and an offsets entry in flight) is almost always one no manifest recorded yet (the
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import checkpoint_tools
+from chaos import checkpoint_damage, checkpoint_tools
 from chaos.jobrun import ArmConfig, JobArm
 from chaos.workload import WorkloadSpec
 from infra.stack import Stack
@@ -144,7 +144,7 @@ def _wait_for_batches(run: Run, kind: str, timeout: float) -> int:
 def _wait_for_target(run: Run, kind: str, timeout: float) -> None:
     s3, bucket = run.stack.s3_client(direct=True), run.stack.info.bucket
     deadline = time.monotonic() + timeout
-    while not checkpoint_tools.can_corrupt(s3, bucket, run.arm.checkpoint_prefix, kind, "newest"):
+    while not checkpoint_damage.can_corrupt(s3, bucket, run.arm.checkpoint_prefix, kind, "newest"):
         assert run.arm.job.alive(), f"the job died waiting for a {kind} file\n{_context(run, kind)}"
         assert time.monotonic() < deadline, (f"no {kind} file of a committed version within {timeout:.0f} s "
                                              f"(commits up to {_commits(run)[-1:]})\n{_context(run, kind)}")
@@ -170,7 +170,7 @@ def test_the_job_repairs_damage_to_each_kind_of_checkpoint_file_and_commits_agai
     journals_before = set(_journals(run))
     # After a graceful stop: the last committed batch's entry, which the stop recorded and a start reads.
     version = "newest" if stop == "sigkill" else before[-1]
-    damaged = checkpoint_tools.corrupt(run.stack.s3_client(direct=True), run.stack.info.bucket,
+    damaged = checkpoint_damage.corrupt(run.stack.s3_client(direct=True), run.stack.info.bucket,
                                        arm.checkpoint_prefix, kind=kind, version=version,
                                        method=METHODS.get(kind, "truncate"), seed=SEED)
     assert damaged["kind"] == kind, damaged

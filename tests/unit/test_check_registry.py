@@ -14,7 +14,7 @@ from chaos.checks.base import CheckDef
 from chaos.checks.judge import judge_arm, judge_run
 from chaos.checks.registry import CHECKS, holding_back, registered
 from chaos.run import ends_early
-from chaos.spec import ExperimentSpec, Targets, load_experiment
+from chaos.spec import TARGET_PARAMS, ExperimentSpec, Targets, load_experiment
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 PASSING_RUN = FIXTURES / "20261123T085731-smoke-464"  # every arm PASSED
@@ -29,12 +29,40 @@ def _spec() -> ExperimentSpec:
     return ExperimentSpec.from_dict(json.loads((ARM / "spec.json").read_text()), where="spec.json")
 
 
+# The checks results.json has always listed, in that order; a check added later may sit anywhere between them.
+ESTABLISHED = ["environment", "progress", "recovery", "max_lag", "lost", "duplicated", "state", "logs", "lineage",
+               "refused_within", "exit_code", "probe"]
+
+
 def test_the_registry_lists_every_check_once_in_the_order_results_show():
-    assert [c.name for c in CHECKS] == ["environment", "progress", "recovery", "max_lag", "lost", "duplicated",
-                                        "state", "logs", "lineage", "refused_within", "exit_code", "probe"]
-    assert all(c.target is None or c.target in Targets.__dataclass_fields__ for c in CHECKS)
+    names = [c.name for c in CHECKS]
+    assert len(names) == len(set(names))
+    assert [n for n in names if n in ESTABLISHED] == ESTABLISHED  # every one, in its order
+    assert names[0] == "environment" and names[-1] == "probe"
+    assert names == [c.name for seam in registry.SEAMS for c in registry.declared(seam)]  # gathered from the seams
+    # every check judges a field of Targets or a target declared by its params, and each of those has its check
+    declared = set(Targets.__dataclass_fields__) - {"extra"} | set(TARGET_PARAMS)
+    assert all(c.target is None or c.target in declared for c in CHECKS)
+    assert set(TARGET_PARAMS) <= {c.target for c in CHECKS}
     with pytest.raises(ValueError):
         registry.register(CHECKS[1])
+
+
+def test_every_check_a_seam_module_holds_is_registered_once():
+    # a CheckDef whose judge was written in another module would be taken for an import and silently left out
+    held = {id(v): v for seam in registry.SEAMS for v in vars(seam).values() if isinstance(v, CheckDef)}
+    assert sorted(c.name for c in held.values()) == sorted(c.name for c in CHECKS)
+
+
+def test_a_seam_module_s_checks_are_the_ones_it_defines_not_ones_it_imports():
+    import types
+
+    from chaos.checks import progress, recovery
+    seam = types.ModuleType("chaos.checks.made_up")
+    seam.PROGRESS = progress.PROGRESS  # imported: progress.py's
+    seam.MINE = CheckDef("mine", "progress", _boom)  # _boom is this test module's: not the seam's either
+    assert registry.declared(seam) == []
+    assert [c.name for c in registry.declared(recovery)][:2] == ["recovery", "max_lag"]  # in the order defined
 
 
 def test_a_check_that_raises_is_unknown_with_its_error_and_the_other_checks_stand():

@@ -20,6 +20,7 @@ from chaos.history import HistoryWriter, read_history
 from chaos.oracle import Session, compare, coverage
 from chaos.spec import ExperimentSpec, Logs, Probe, Recovery, StateTarget, load_experiment
 from chaos.workload import Event
+from tests.unit.check_lists import assert_checks, assert_recorded
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 RUNS = ("20261123T081854-smoke-13866", "20261123T085731-smoke-464")  # cuts of real runs (tests/fixtures/make_runs.py)
@@ -552,8 +553,8 @@ def test_a_hardened_arm_that_holds_every_target_passes(tmp_path, story):
     assert result["verdict"] == "PASSED", result
     assert (result["role"], result["recovery_s"], result["lost"], result["duplicated"], result["signature"]) == \
         ("subject", 8.5, 0, 0, None)
-    assert [c["name"] for c in result["checks"]] == ["progress", "recovery", "lost", "duplicated",
-                                                     "probe:processed_rate"]
+    assert_checks(result["checks"], {"progress": "PASSED", "recovery": "PASSED", "lost": "PASSED",
+                                     "duplicated": "PASSED", "probe:processed_rate": "PASSED"})
     assert list(result) == ["profile", "verdict", "role", "recovery_s", "lost", "duplicated", "signature", "checks"]
     assert all(list(c) == ["name", "verdict", "expected", "measured", "message"] for c in result["checks"])
 
@@ -742,8 +743,7 @@ def test_the_fixture_runs_judge_as_their_results_say(fixture_runs, name):
             for key in ("verdict", "role", "recovery_s", "lost", "duplicated"):
                 assert arm[key] == recorded[key], (where, key)
             assert (arm["signature"] is None) == (recorded["signature"] is None), where
-            assert [(c["name"], c["verdict"], c["expected"], c["measured"]) for c in arm["checks"]] == \
-                [(c["name"], c["verdict"], c["expected"], c["measured"]) for c in recorded["checks"]], where
+            assert_recorded(arm["checks"], recorded["checks"], where)
 
 
 def test_rejudging_a_fixture_run_is_idempotent_and_check_exits_with_the_verdict(fixture_runs, capsys):

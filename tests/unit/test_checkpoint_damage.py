@@ -1,4 +1,5 @@
-"""Which checkpoint files the checkpoint.corrupt fault damages, and how (chaos/checkpoint_tools.py): pure functions over
+"""Which checkpoint files the checkpoint.corrupt fault damages, and how (chaos/checkpoint_damage.py over the layout
+chaos/checkpoint_tools.py reads): pure functions over
 a listing the harness parses itself, and corrupt()/lineage() over an in-memory stand-in for MinIO; the fault itself
 runs in the corrupted-sst experiment, and tests/integration/test_checkpoint_damage.py damages each kind under the
 real job."""
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos import checkpoint_tools
-from chaos.checkpoint_tools import (KINDS, CheckpointFile, Listed, NothingToCorrupt, choose, corrupt, damage,
-                                    lineage, parse_listing)
+from chaos import checkpoint_damage, checkpoint_tools
+from chaos.checkpoint_damage import NothingToCorrupt, choose, corrupt, damage
+from chaos.checkpoint_tools import KINDS, CheckpointFile, Listed, lineage, parse_listing
 
 ROOT = "d/checkpoint"
 
@@ -131,14 +132,21 @@ def zip_reader(files: dict[str, bytes]):
     return lambda zip_file: checkpoint_tools.snapshot_ssts(files[zip_file.key])
 
 
-def test_the_harness_reads_the_layout_without_the_job():
-    source = Path(checkpoint_tools.__file__).read_text()
+def _imports(module) -> set[str]:
     imported = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
         if isinstance(node, ast.Import):
             imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add("." * node.level + (node.module or ""))
+    return imported
+
+
+def test_the_harness_reads_the_layout_without_the_job():
+    imported = _imports(checkpoint_tools)
+    assert not [name for name in imported if name == "job" or name.startswith(("job.", "."))], imported
+    # the damage chooses its files from that reading alone
+    imported = _imports(checkpoint_damage) - {".checkpoint_tools"}
     assert not [name for name in imported if name == "job" or name.startswith(("job.", "."))], imported
 
 
@@ -228,8 +236,8 @@ def test_a_young_checkpoint_has_nothing_of_some_kinds():
     for kind in ("commits", "state_metadata", "changelog", "zip"):
         with pytest.raises(NothingToCorrupt):
             choose(layout, kind, "newest", random.Random(0))
-    assert checkpoint_tools.available_kinds(layout, "newest") == ["metadata", "sources", "offsets"]
-    assert checkpoint_tools.available_kinds(layout, 0) == ["offsets"]  # only a batch id can be 0 here
+    assert checkpoint_damage.available_kinds(layout, "newest") == ["metadata", "sources", "offsets"]
+    assert checkpoint_damage.available_kinds(layout, 0) == ["offsets"]  # only a batch id can be 0 here
     with pytest.raises(NothingToCorrupt, match="no file of any kind"):
         choose(parse_listing([], ROOT), "any", "newest", random.Random(0))
     with pytest.raises(ValueError, match="unknown checkpoint file kind"):

@@ -19,6 +19,7 @@ from chaos.oracle import coverage
 from chaos.report import load_run, render_report, write_junit
 from chaos.spec import ExperimentSpec, load_experiment, load_suite
 from chaos.workload import Event
+from tests.unit.check_lists import assert_checks
 from tests.unit.test_checkers import (Story, _log, clean_oracle, dead_after_fault, healthy, recovering,
                                       write_history)
 
@@ -78,7 +79,8 @@ def message(result: dict, name: str) -> str:
 def test_a_control_that_meets_every_hardened_target_is_not_discriminating(tmp_path):
     result = discriminate(history(tmp_path, metrics=recovering), spec_of(tmp_path), oracle=covered())
     assert result["status"] == result["measured"] == "not_discriminating"
-    assert verdicts(result) == {"progress": "PASSED", "recovery": "PASSED", "lost": "PASSED", "duplicated": "PASSED"}
+    assert_checks(result["checks"], {"progress": "PASSED", "recovery": "PASSED", "lost": "PASSED",
+                                     "duplicated": "PASSED"})
     assert result["message"] == NOT_DISCRIMINATING == ("not discriminating: a job without the hardening passes "
                                                        "every hardened target")
     assert (result["required"], result["verdict"], result["failed"]) == (False, "PASSED", [])
@@ -103,7 +105,8 @@ def test_a_control_without_an_oracle_is_inconclusive_not_passed(tmp_path):
     result = discriminate(history(tmp_path, metrics=recovering), spec_of(tmp_path),
                           missing={"oracle": "no oracle.json"})
     assert result["status"] == "inconclusive"
-    assert verdicts(result) == {"progress": "PASSED", "recovery": "PASSED", "lost": "NODATA", "duplicated": "NODATA"}
+    assert_checks(result["checks"], {"progress": "PASSED", "recovery": "PASSED", "lost": "NODATA",
+                                     "duplicated": "NODATA"})
     assert result["message"].startswith("inconclusive: a job without the hardening failed no hardened target, but "
                                         "lost could not be judged on its data (no oracle.json")
 
@@ -173,7 +176,8 @@ def test_a_control_that_stopped_early_is_not_judged_on_what_it_did_not_reach(tmp
     records = history(tmp_path, metrics=recovering, end=30.0, faults=[("network.down", "kafka", 25.0, None)],
                       extra=[_log(27, "boom", "ERROR boom: state lost")])
     result = discriminate(records, spec, oracle=covered(lost=7))
-    assert verdicts(result) == {"progress": "NODATA", "recovery": "NODATA", "lost": "NODATA", "logs": "FAILED"}
+    assert_checks(result["checks"], {"progress": "NODATA", "recovery": "NODATA", "lost": "NODATA",
+                                     "logs": "FAILED"})
     assert result["status"] == "discriminating" and [f["name"] for f in result["failed"]] == ["logs"]
     assert "the control's history ends (t=29.5s) before its inject/recover phases ended" in message(result, "progress")
     assert "its output was not drained and read back to the end" in message(result, "lost")  # 7 lost: undrained
@@ -189,7 +193,7 @@ def test_a_phase_stuck_from_start_to_end_fails_even_when_the_history_stops_later
         return {**healthy(t), "batch_id": 5}
     spec = spec_of(tmp_path, hardened="    targets: {progress: true}")
     result = discriminate(history(tmp_path, metrics=stuck_in_steady, end=30.0), spec)
-    assert verdicts(result) == {"progress": "FAILED"}
+    assert_checks(result["checks"], {"progress": "FAILED"})
     assert message(result, "progress").startswith("no batch completed during steady")
 
 
@@ -198,37 +202,38 @@ def test_not_recovered_counts_only_when_the_control_was_watched_past_the_bound(t
         return {**recovering(t), "lag": 5000}
     spec = spec_of(tmp_path, hardened="    targets: {recovery: {within: 10s, lag_below: 1000}}")
     watched = discriminate(history(tmp_path, metrics=never), spec)  # healed at 35, samples to 59.5
-    assert verdicts(watched) == {"recovery": "FAILED"}
+    assert_checks(watched["checks"], {"recovery": "FAILED"})
     short = discriminate(history(tmp_path, metrics=never, faults=[("network.down", "kafka", 25.0, 39.0)],
                                  end=51.0), spec)
     # healed at 39, the recover phase never ended, samples to 50.5: only 2 after the bound (49)
-    assert verdicts(short) == {"recovery": "NODATA"}
+    assert_checks(short["checks"], {"recovery": "NODATA"})
     assert "the control was watched 11.5 s after its last heal, not the 10 s bound and 3 samples more" in \
         message(short, "recovery")
     enough = discriminate(history(tmp_path, metrics=never, faults=[("network.down", "kafka", 25.0, 39.0)],
                                   end=52.0), spec)
-    assert verdicts(enough) == {"recovery": "FAILED"}  # 49.5, 50.5, 51.5: a recovery in time would have shown
+    assert_checks(enough["checks"], {"recovery": "FAILED"})  # 49.5, 50.5, 51.5: a recovery in time would have shown
 
 
 def test_a_bound_in_sessions_is_not_judged_on_a_count_of_events(tmp_path):
     spec = spec_of(tmp_path, hardened="    targets: {lost: 2, duplicated: 0}")
     result = discriminate(history(tmp_path, metrics=recovering), spec, oracle=covered(lost=1))
-    assert verdicts(result) == {"lost": "NODATA", "duplicated": "PASSED"}
+    assert_checks(result["checks"], {"lost": "NODATA", "duplicated": "PASSED"})
     assert "the hardened bound (2) counts sessions, the control's oracle counts acknowledged events" in \
         message(result, "lost")
     sessions = discriminate(history(tmp_path, metrics=recovering), spec, oracle=clean_oracle())
-    assert verdicts(sessions) == {"lost": "PASSED", "duplicated": "PASSED"}  # same units: judged as for the arm
+    assert_checks(sessions["checks"], {"lost": "PASSED", "duplicated": "PASSED"})  # same units: judged as for the arm
 
 
 def test_log_lines_the_control_never_watched_are_not_judged(tmp_path):
     spec = spec_of(tmp_path, hardened="    targets: {logs: {expected: ['integrity: state version'], "
                                       "forbidden: [boom, 'CANNOT_LOAD']}}")
     result = discriminate(history(tmp_path), spec)  # the control watched only 'boom' and it never matched
-    assert verdicts(result) == {"logs": "NODATA"}
+    assert_checks(result["checks"], {"logs": "NODATA"})
     assert "the control's logs were not watched for 'integrity: state version', 'CANNOT_LOAD'" in \
         message(result, "logs")
     seen = discriminate(history(tmp_path, extra=[_log(30, "boom", "ERROR boom")]), spec)
-    assert verdicts(seen) == {"logs": "FAILED"} and message(seen, "logs").startswith("forbidden 'boom' matched")
+    assert_checks(seen["checks"], {"logs": "FAILED"})
+    assert message(seen, "logs").startswith("forbidden 'boom' matched")
 
 
 def test_a_state_bound_exceeded_stands_where_a_trend_needs_its_whole_window(tmp_path):
@@ -237,11 +242,12 @@ def test_a_state_bound_exceeded_stands_where_a_trend_needs_its_whole_window(tmp_
     bounded = spec_of(tmp_path, hardened="    targets: {state: {trend: plateau, during: [inject, recover], "
                                          "max_rows: 400}}")
     result = discriminate(history(tmp_path, metrics=grows, end=35.0), bounded)
-    assert verdicts(result) == {"state": "FAILED"} and "max state rows 825 > 400" in message(result, "state")
+    assert_checks(result["checks"], {"state": "FAILED"})
+    assert "max state rows 825 > 400" in message(result, "state")
     trend = spec_of(tmp_path, hardened="    targets: {state: {trend: plateau, during: [inject, recover]}}")
-    assert verdicts(discriminate(history(tmp_path, metrics=grows, end=35.0), trend)) == {"state": "NODATA"}
-    assert verdicts(discriminate(history(tmp_path, metrics=grows), trend)) == {"state": "FAILED"}
-    assert verdicts(discriminate(history(tmp_path), trend)) == {"state": "PASSED"}
+    assert_checks(discriminate(history(tmp_path, metrics=grows, end=35.0), trend)["checks"], {"state": "NODATA"})
+    assert_checks(discriminate(history(tmp_path, metrics=grows), trend)["checks"], {"state": "FAILED"})
+    assert_checks(discriminate(history(tmp_path), trend)["checks"], {"state": "PASSED"})
 
 
 # -- spec and suite fields -------------------------------------------------------------------------------------
@@ -402,18 +408,18 @@ def test_chaos_check_writes_the_discrimination_of_the_stored_runs(runs):
     assert "passing fewer faults proves nothing" in sst["lineage"]["message"]
     # driver-latency in this run: batches every 2-3 s after the pause, never 3 healthy samples in a row
     assert failed_on(a["driver-latency"]) == ["recovery"]
-    slow = {c["name"]: (c["verdict"], c["measured"]) for c in a["slow-s3-put"]["checks"]}
-    assert slow == {"progress": ("PASSED", "steady: +3, inject: +1, recover: +14"), "recovery": ("PASSED", "28.5s"),
-                    "lost": ("PASSED", "0"), "duplicated": ("PASSED", "0")}
+    assert_checks(a["slow-s3-put"]["checks"], {"progress": ("PASSED", "steady: +3, inject: +1, recover: +14"),
+                                               "recovery": ("PASSED", "28.5s"), "lost": ("PASSED", "0"),
+                                               "duplicated": ("PASSED", "0")}, "verdict,measured")
 
     assert cli.check(runs / RUN_B) == 0
     b = discriminations(runs / RUN_B)
     assert {name: d["status"] for name, d in b.items()} == {
         "kafka-broker-disconnect": "not_discriminating", "slow-s3-put": "not_run",
         "driver-latency": "discriminating", "process-crash": "not_run"}
-    assert {c["name"]: c["measured"] for c in b["kafka-broker-disconnect"]["checks"]} == {
+    assert_checks(b["kafka-broker-disconnect"]["checks"], {
         "progress": "steady: +2, inject: +3, recover: +5", "recovery": "5.1s", "lost": "0", "duplicated": "0",
-        "probe:processed_rate": "1/7 outside (14%)"}
+        "probe:processed_rate": "1/7 outside (14%)"}, "measured")
     assert {c["name"]: c["measured"] for c in b["driver-latency"]["checks"]}["recovery"] == "7.3s"
     # Its control fails the steady-progress rule in the steady phase (one batch in 5 s: the naive list state is slow
     # on two cores), before any fault: an outcome, but not the incident's. The experiment is waived in the suites.

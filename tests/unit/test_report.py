@@ -119,10 +119,13 @@ def arm_results(run: str = RUN_A) -> dict[tuple[str, str], dict]:
 
 
 def judgement(run_results: dict) -> list:
-    """What the checkers decided, without their wording."""
+    """What the checkers decided, without their wording; of the checks, those the fixtures recorded (a check the
+    registry gained since, and the fixtures' specs do not set, is left out: issue 20)."""
+    recorded = {c["name"] for run in (RUN_A, RUN_B) for e in results(run)["experiments"] for a in e["arms"]
+                for c in a["checks"]}
     return [run_results["verdict"]] + [
         (e["name"], e["verdict"], a["profile"], a["verdict"], a["recovery_s"], a["lost"], a["duplicated"],
-         [(c["name"], c["verdict"], c["expected"], c["measured"]) for c in a["checks"]])
+         [(c["name"], c["verdict"], c["expected"], c["measured"]) for c in a["checks"] if c["name"] in recorded])
         for e in run_results["experiments"] for a in e["arms"]]
 
 
@@ -158,7 +161,7 @@ def test_the_fixtures_are_small_cuts_of_completed_real_runs_that_judge_as_record
         # results.json is what the checkers make of the kept files, arm by arm (verdicts, figures, checks)
         copy = tmp_path / run
         shutil.copytree(FIXTURES / run, copy)
-        assert judgement(judge_run(copy)) == judgement(results(run))
+        assert judgement(judge_run(copy)) == judgement(results(run))  # a check added since: see judgement
         assert facts["arms"] == {f"{e}/{p}": arm_results(run)[(e, p)]["verdict"] for e, p in arm_results(run)}
         # only the logs a kept history names are kept
         named = {str(r.get("log") or r.get("source")) for h in (FIXTURES / run).glob("*/*/history.jsonl")

@@ -1,0 +1,30 @@
+"""Targets declared by their params: a target that is a small mapping of numbers is one entry in `TARGET_PARAMS`, and
+nothing else in chaos/spec/ changes for it. The spec validates it with its params' own rules (the `Param`s a fault
+kind's params use), `chaos schema` describes it, the run store's spec.json keeps it (`Targets.extra`), and the check
+whose `CheckDef.target` names it (chaos/checks/) is given the validated mapping: {param: value}, defaults filled.
+
+A target with rules between its fields and other sections (recovery's `within` inside the recover phase) is a field
+of `chaos.spec.Targets` with its own function in experiment.py instead (docs/architecture.md, "Where a new check
+goes")."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+from ..faults.base import Param, params
+
+
+@dataclass(frozen=True)
+class TargetParams:
+    summary: str  # one line: what the check of this target asks of the arm (the schema's description)
+    params: Mapping[str, Param]
+
+
+TARGET_PARAMS: Mapping[str, TargetParams] = MappingProxyType({
+    "still_healthy": TargetParams(
+        "the last `samples` samples of the recover phase all show the job healthy: lag below the arm's recovery "
+        "lag_below (else 5 s of input) and progress (the batch id advanced, or nothing was pending)",
+        params(samples=Param("int", "how many of the recover phase's last samples (one a second) must be healthy",
+                             required=True, minimum=2, maximum=3600))),
+})
