@@ -16,7 +16,7 @@ from .commands.args import (_arms, _bench_seconds, _lanes, _rounds, _scale, _see
 from .commands.bench import bench, bench_crashes, bench_startup, bench_suite, stack_smoke
 from .commands.catalog import catalogue, list_experiments, validate
 from .commands.common import BACKENDS, EXPERIMENTS_DIR
-from .commands.doctor import doctor, setup
+from .commands.doctor import doctor, doctor_target, setup
 from .commands.mutate import mutate, reproduce, reproducing
 from .commands.rerun import rerun, rerun_plan
 from .commands.runs import check, clean, clean_dead_runs, lane, run
@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
 
     doctor_cmd = commands.add_parser("doctor", help="what is installed, what is missing (exit 0 when ready)")
     doctor_cmd.add_argument("--backend", choices=BACKENDS, default="local")
+    doctor_cmd.add_argument("--target", type=Path, help="check a target file instead (docs/targets.md): each endpoint "
+                            "answers and traffic crosses the proxies; exit 2 for a bad file")
 
     commands.add_parser("setup", help="fetch, build and verify every pinned artifact (idempotent)")
 
@@ -151,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "doctor":
-        return doctor(args.backend)
+        return doctor_target(args.target) if args.target else doctor(args.backend)
     if args.command == "setup":
         return setup()
     if args.command == "stack" and args.stack_command == "smoke":
