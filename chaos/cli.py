@@ -20,6 +20,7 @@ from .commands.doctor import doctor, doctor_target, setup
 from .commands.mutate import mutate, reproduce, reproducing
 from .commands.rerun import rerun, rerun_plan
 from .commands.runs import check, clean, clean_dead_runs, lane, run
+from .commands.stack import stack_up
 from .store import new_run_dir
 
 __all__ = ["BACKENDS", "EXPERIMENTS_DIR", "catalogue", "check", "clean_dead_runs", "main", "new_run_dir",
@@ -53,6 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     smoke_cmd.add_argument("--backend", choices=BACKENDS, default="local")
     smoke_cmd.add_argument("--json", action="store_true", help="print one JSON object with the measurements")
     smoke_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
+    up_cmd = stack_commands.add_parser("up", help="start the stack and keep it running until Ctrl-C")
+    up_cmd.add_argument("--backend", choices=BACKENDS, default="local")
+    up_cmd.add_argument("--write-target", type=Path, metavar="FILE", help="write the running stack as a target file "
+                        "(docs/targets.md; removed when the stack stops); needs AWS_ACCESS_KEY_ID and "
+                        "AWS_SECRET_ACCESS_KEY in the environment, which become MinIO's keys")
+    up_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
     run_cmd = commands.add_parser("run", help="run experiments or a suite (--suite nightly: ~45 min) and judge them")
     run_cmd.add_argument("experiments", nargs="*", help="experiment names (see chaos list), YAML paths, or a stored "
@@ -158,6 +165,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return setup()
     if args.command == "stack" and args.stack_command == "smoke":
         return stack_smoke(args.backend, args.json, args.out)
+    if args.command == "stack" and args.stack_command == "up":
+        return stack_up(args.backend, args.write_target, args.out)
     if args.command == "run":
         bad = [a for a in args.arms or [] if a not in ("hardened", "naive")]
         if bad:

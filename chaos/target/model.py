@@ -43,7 +43,7 @@ ROUTE_ROLE_RE = re.compile(r"^(kafka|s3|kafka-[1-9][0-9]?)$")  # what the suite 
 HOOK_PLACEHOLDERS = ("signal", "role")
 HOOK_ACTIONS = ("signal", "restart")
 
-MAX_TEXT = 1000          # any one string: a URL, a path, an option's value, a hook's command
+MAX_TEXT = 8192          # any one string: a URL, a path, an option's value (a jar list), a hook's command
 MAX_NAME_TEXT = 200      # a key, a host name, a bucket, an option's name
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 HOST_PORT_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]{1,253}):([0-9]{1,5})$")

@@ -4,6 +4,7 @@ accepted nor echoed; and `chaos doctor --target` on a bad file exits 2 with one 
 from __future__ import annotations
 
 import copy
+import os
 import re
 import subprocess
 import sys
@@ -92,7 +93,7 @@ BAD = [
     ("relative ca bundle", _with("s3.endpoint", "https://h:9000", _with("s3.ca_bundle", "ca.pem")), "absolute path"),
     ("tls not a boolean", _with("s3.tls", "yes"), "s3.tls:"),
     ("ftp endpoint", _with("s3.endpoint", "ftp://h:21"), "s3.endpoint:"),
-    ("overlong value", _with("spark.conf", {"spark.x": "a" * 1001}), "spark.conf.spark.x: is not one line"),
+    ("overlong value", _with("spark.conf", {"spark.x": "a" * 8193}), "spark.conf.spark.x: is not one line"),
     ("multi-line value", _with("kafka.options", {"client.id": "a\nb"}), "kafka.options.client.id: is not one line"),
     ("option name", _with("kafka.options", {"a b": "c"}), "is not a valid option name"),
     ("too many options", _with("spark.conf", {f"spark.k{i}": "v" for i in range(101)}), "at most 100"),
@@ -182,3 +183,60 @@ def test_doctor_on_a_missing_file_exits_2(tmp_path):
     done = subprocess.run([sys.executable, "-m", "chaos.cli", "doctor", "--target", str(tmp_path / "none.yaml")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "cannot read" in done.stderr and done.stdout == ""
+
+
+# -- a running stack written as a target (chaos/target/from_stack.py), without starting one -----------------------
+
+def _fake_stack(tmp_path: Path, backend: str = "local"):
+    from types import SimpleNamespace
+
+    from infra.stack import DriverSlot, StackInfo
+
+    info = StackInfo(backend=backend, run_dir=str(tmp_path), kafka_bootstrap="127.0.0.1:41001",
+                     kafka_internal_bootstrap="127.0.0.1:41002", s3_endpoint="http://127.0.0.1:41003",
+                     s3_direct_endpoint="http://127.0.0.1:41004", bucket="chaos",
+                     toxiproxy_api="http://127.0.0.1:41005", spark_master="spark://127.0.0.1:41006",
+                     spark_master_ui="http://127.0.0.1:41007", spark_jars=[f"/jars/j{i}.jar" for i in range(42)],
+                     spark_home="/spark", driver=DriverSlot("127.0.0.1", "127.0.0.2", 41008, 41009),
+                     proxies={name: {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}
+                              for name in ("kafka", "s3", "spark-driver", "spark-driver-blocks")})
+    handles = {name: SimpleNamespace(pid=pid) for name, pid in (("kafka", 101), ("minio", 102), ("spark-worker", 103))}
+    return SimpleNamespace(info=info, backend=SimpleNamespace(name=backend), handles=handles, run_dir=tmp_path)
+
+
+def test_a_stack_is_written_as_a_valid_target_with_names_and_hooks_only(tmp_path, monkeypatch):
+    from chaos.target.from_stack import write_target
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    path = tmp_path / "t.yaml"
+    written = write_target(_fake_stack(tmp_path), path)  # type: ignore[arg-type]
+    target = load_target(path)
+    assert target.to_dict() == written.to_dict()
+    assert target.kafka.bootstrap_servers == ("127.0.0.1:41001",) and target.s3.url == "http://127.0.0.1:41003"
+    assert target.toxiproxy.api == "http://127.0.0.1:41005" and target.toxiproxy.proxy("spark-driver") == "spark-driver"
+    assert target.spark.conf["spark.driver.host"] == "127.0.0.2" and "spark.master" not in target.spark.conf
+    assert target.hooks["broker"].signal == "kill -s {signal} -- -101"
+    assert target.hooks["executor"].signal == "pkill --signal {signal} -s 103 -f CoarseGrainedExecutorBackend"
+    assert SECRET not in path.read_text() and not list(tmp_path.glob(".t.yaml.*"))
+
+
+def test_a_stack_whose_processes_this_host_cannot_signal_gets_no_hooks(tmp_path):
+    from chaos.target.from_stack import stack_target
+
+    assert stack_target(_fake_stack(tmp_path, "containers"), "t", "t.yaml").hooks == {}  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("env,target,fragment", [
+    ({}, "t.yaml", "needs AWS_ACCESS_KEY_ID"),
+    ({"AWS_ACCESS_KEY_ID": "abc", "AWS_SECRET_ACCESS_KEY": "short"}, "t.yaml", "at least 8"),
+    ({"AWS_ACCESS_KEY_ID": "abc", "AWS_SECRET_ACCESS_KEY": "long-enough"}, "no/such/dir/t.yaml",
+     "is not a writable directory")])
+def test_stack_up_refuses_bad_input_with_exit_2_and_starts_nothing(tmp_path, env, target, fragment):
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run([sys.executable, "-m", "chaos.cli", "stack", "up", "--write-target", target, "--out",
+                           str(tmp_path / "runs")], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env={**base, **env})
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and fragment in done.stderr, done.stderr
+    assert not (tmp_path / "runs").exists()
+    assert "long-enough" not in done.stderr
