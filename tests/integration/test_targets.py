@@ -11,27 +11,18 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from infra.ports import listening
+from tests.integration.test_reliability import wait_for
 from tests.leftovers import pids_of, ports_of
 
 pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxies(tmp_path):
@@ -43,7 +34,7 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
                                "--out", str(out)], stdout=up_log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
                               start_new_session=True)
     try:
-        _wait_for(lambda: target.is_file() or up.poll() is not None, 300, "the target file")
+        wait_for(lambda: target.is_file() or up.poll() is not None, 300, "the target file")
         assert up.poll() is None, f"stack up ended: {log.read_text()[-3000:]}"
         doc = yaml.safe_load(target.read_text())
         assert doc["toxiproxy"]["api"].startswith("http://127.0.0.1:")
