@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from infra.errors import InfraError
 from infra.toxiproxy import ToxiproxyClient
 
-from .model import Target
+from .model import Target, upstream
 
 OK, NO, NOT_APPLICABLE = "ok", "NO", "--"
 TIMEOUT_S = 5.0
@@ -255,11 +255,12 @@ HOOK_ROLES = ("broker", "executor", "minio")
 
 
 def rows(target: Target) -> Iterator[Row]:
-    """Every check, in order, as it is made (the ones that disable proxies come last)."""
+    """Every check, in order, as it is made (the ones that disable proxies come last). With `mode: start` no proxy
+    runs yet: Kafka and S3 are asked at their routes' upstreams, and the brokers must advertise the routes' addresses."""
     yield _credentials(target)
-    kafka_row, brokers = _kafka(target)
+    kafka_row, brokers = _kafka(upstream(target))
     yield kafka_row
-    s3_row = _s3(target)
+    s3_row = _s3(upstream(target))
     yield s3_row
     yield _spark(target)
     toxi_row, client = _toxiproxy(target)

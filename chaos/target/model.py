@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
@@ -375,16 +375,48 @@ def _hooks(value: object, path: Path_) -> dict[str, Hook]:
     return hooks
 
 
+def _routes_match(kafka: Kafka, s3: S3, toxiproxy: Toxiproxy) -> None:
+    """With `mode: start` the endpoints are where the suite's proxies will listen: a route per endpoint it names."""
+    kafka_listens = {r.listen for role, r in toxiproxy.routes.items() if role != "s3"}
+    if kafka_listens:
+        outside = [s for s in kafka.bootstrap_servers if s not in kafka_listens]
+        if outside:
+            raise Invalid(("kafka", "bootstrap_servers"), f"{outside[0]} is not a Kafka route's listen address",
+                          f"with toxiproxy routes, the addresses the proxies listen on: {', '.join(sorted(kafka_listens))}")
+    s3_route = toxiproxy.routes.get("s3")
+    if s3_route is not None and s3.host_port != s3_route.listen:
+        raise Invalid(("s3", "endpoint"), f"{s3.host_port} is not the s3 route's listen address",
+                      f"with an s3 route, its listen address {s3_route.listen}")
+
+
 def parse_target(doc: object, source: str) -> Target:
     top = mapping_of(doc, (), TOP_FIELDS, required=TOP_REQUIRED)
     name = top.get("name", Path(source).stem)
     if not isinstance(name, str) or not re.match(r"^[a-z0-9][a-z0-9-]{0,63}$", name):
         raise Invalid(("name",), f"{show(name)} is not valid", "lowercase letters, digits and dashes, at most 64")
-    return Target(source, name, _kafka(top["kafka"], ("kafka",)), _s3(top["s3"], ("s3",)),
-                  _spark(top["spark"], ("spark",)),
-                  MappingProxyType(_credentials(top.get("credentials", {}), ("credentials",))),
-                  _toxiproxy(top.get("toxiproxy", {}), ("toxiproxy",)),
+    kafka, s3 = _kafka(top["kafka"], ("kafka",)), _s3(top["s3"], ("s3",))
+    toxiproxy = _toxiproxy(top.get("toxiproxy", {}), ("toxiproxy",))
+    _routes_match(kafka, s3, toxiproxy)
+    return Target(source, name, kafka, s3, _spark(top["spark"], ("spark",)),
+                  MappingProxyType(_credentials(top.get("credentials", {}), ("credentials",))), toxiproxy,
                   MappingProxyType(_hooks(top.get("hooks", {}), ("hooks",))))
+
+
+def upstream(target: Target) -> Target:
+    """The target as it is before the suite starts its proxies (`mode: start`): Kafka and S3 at their routes'
+    upstreams, which `chaos doctor` can reach while nothing listens on the routes' addresses yet. An existing
+    Toxiproxy's target is returned as it is."""
+    routes = target.toxiproxy.routes
+    if target.toxiproxy.mode != "start" or not routes:
+        return target
+    kafka = target.kafka
+    kafka_routes = {r.listen: r.upstream for role, r in routes.items() if role != "s3"}
+    if kafka_routes:
+        kafka = replace(kafka, bootstrap_servers=tuple(kafka_routes.get(s, s) for s in kafka.bootstrap_servers))
+    s3 = target.s3
+    if "s3" in routes:
+        s3 = replace(s3, endpoint=f"{'https' if s3.tls else 'http'}://{routes['s3'].upstream}")
+    return replace(target, kafka=kafka, s3=s3)
 
 
 def load_target(path: str | Path) -> Target:

@@ -240,3 +240,30 @@ def test_stack_up_refuses_bad_input_with_exit_2_and_starts_nothing(tmp_path, env
     assert len(done.stderr.strip().splitlines()) == 1 and fragment in done.stderr, done.stderr
     assert not (tmp_path / "runs").exists()
     assert "long-enough" not in done.stderr
+
+
+START = _with("toxiproxy", {"routes": {"kafka": {"listen": "127.0.0.1:19092", "upstream": "broker-1:9092"},
+                                       "s3": {"listen": "127.0.0.1:19000", "upstream": "s3.internal:9000"}}},
+              _with("kafka.bootstrap_servers", "127.0.0.1:19092", _with("s3.endpoint", "127.0.0.1:19000")))
+
+
+def test_mode_start_routes_name_the_endpoints_and_doctor_asks_their_upstreams(tmp_path):
+    from chaos.target.doctor import _advertised
+    from chaos.target.model import upstream
+
+    target = load_target(_write(tmp_path, START))
+    assert target.toxiproxy.proxy("kafka") == "kafka" and target.toxiproxy.proxy("spark-driver") is None
+    direct = upstream(target)
+    assert direct.kafka.bootstrap_servers == ("broker-1:9092",) and direct.s3.url == "http://s3.internal:9000"
+    listens = {role: r.listen for role, r in target.toxiproxy.routes.items()}
+    assert _advertised(target, ["127.0.0.1:19092"], listens).status == "ok"
+    row = _advertised(target, ["broker-1:9092"], listens)
+    assert row.status == "NO" and "advertise an address no proxy listens on" in row.detail
+
+
+@pytest.mark.parametrize("path,value,fragment", [
+    ("kafka.bootstrap_servers", "127.0.0.1:9092", "kafka.bootstrap_servers: 127.0.0.1:9092 is not a Kafka route's"),
+    ("s3.endpoint", "127.0.0.1:9000", "s3.endpoint: 127.0.0.1:9000 is not the s3 route's listen address")])
+def test_mode_start_endpoints_must_be_the_routes_listen_addresses(tmp_path, path, value, fragment):
+    with pytest.raises(SpecError, match=re.escape(fragment)):
+        load_target(_write(tmp_path, _with(path, value, START)))
