@@ -4,6 +4,8 @@ another process can use (`chaos doctor --target FILE`); the file is removed when
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -46,6 +48,10 @@ def stack_up(backend: str, target: Path | None, out: Path | None) -> int:
     from infra.stack import Stack
 
     credentials = _credentials_from_env() if target is not None else None
+    if threading.current_thread() is threading.main_thread():
+        # Ctrl-C is how this command ends, also when a shell started it in the background (`&` in a script), which
+        # leaves SIGINT ignored; SIGTERM already takes the same path (chaos/cli.py).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     target = _target_path(target) if target is not None else None
     run_dir = new_run_dir("stack-up", out)
     _progress(f"run directory: {run_dir}")

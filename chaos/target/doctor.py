@@ -11,6 +11,7 @@ Credentials are read from the environment variables the target names; only wheth
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -197,6 +198,15 @@ def _spark(target: Target) -> Row:
     return Row(OK, "spark master", f"{master}: ALIVE, {workers} worker(s), {status.get('cores', '?')} cores")
 
 
+def _version(text: str) -> str:
+    """Toxiproxy's /version: a JSON object in 2.6+ ({"version": "2.9.0"}), plain text before."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return text
+    return str(found.get("version", text)) if isinstance(found, dict) else text
+
+
 def _toxiproxy(target: Target) -> tuple[Row, ToxiproxyClient | None]:
     tp = target.toxiproxy
     if tp.mode == "start":
@@ -204,7 +214,7 @@ def _toxiproxy(target: Target) -> tuple[Row, ToxiproxyClient | None]:
                    f"({', '.join(tp.routes) or 'none'})"), None
     client = toxiproxy_client(target)
     try:
-        version = client.version()
+        version = _version(client.version())
         found = client.proxies()
     except InfraError as error:
         return Row(NO, "toxiproxy", f"{tp.api}: {error}"), None
