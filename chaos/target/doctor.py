@@ -277,6 +277,9 @@ def rows(target: Target) -> Iterator[Row]:
     yield toxi_row
     if brokers and (target.toxiproxy.mode == "start" or client is not None):
         yield _advertised(target, brokers, _proxy_listens(target, client))
+    if client is None and target.toxiproxy.mode == "existing":
+        for role in ("kafka", "s3"):
+            yield Row(NO, f"{role} crosses proxy", "not tried: the Toxiproxy check above did not pass")
     if client is not None:
         endpoints: dict[str, tuple[Row, Callable[[], object]]] = {
             "kafka": (kafka_row, lambda: kafka_brokers(target, timeout=DOWN_TIMEOUT_S)),
