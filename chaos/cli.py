@@ -16,10 +16,11 @@ from .commands.args import (_arms, _bench_seconds, _lanes, _rounds, _scale, _see
 from .commands.bench import bench, bench_crashes, bench_startup, bench_suite, stack_smoke
 from .commands.catalog import catalogue, list_experiments, validate
 from .commands.common import BACKENDS, EXPERIMENTS_DIR
-from .commands.doctor import doctor, setup
+from .commands.doctor import doctor, doctor_target, setup
 from .commands.mutate import mutate, reproduce, reproducing
 from .commands.rerun import rerun, rerun_plan
 from .commands.runs import check, clean, clean_dead_runs, lane, run
+from .commands.stack import stack_up
 from .store import new_run_dir
 
 __all__ = ["BACKENDS", "EXPERIMENTS_DIR", "catalogue", "check", "clean_dead_runs", "main", "new_run_dir",
@@ -42,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
 
     doctor_cmd = commands.add_parser("doctor", help="what is installed, what is missing (exit 0 when ready)")
     doctor_cmd.add_argument("--backend", choices=BACKENDS, default="local")
+    doctor_cmd.add_argument("--target", type=Path, help="check a target file instead (docs/targets.md): each endpoint "
+                            "answers and traffic crosses the proxies; exit 2 for a bad file")
 
     commands.add_parser("setup", help="fetch, build and verify every pinned artifact (idempotent)")
 
@@ -51,6 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     smoke_cmd.add_argument("--backend", choices=BACKENDS, default="local")
     smoke_cmd.add_argument("--json", action="store_true", help="print one JSON object with the measurements")
     smoke_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
+    up_cmd = stack_commands.add_parser("up", help="start the stack and keep it running until Ctrl-C")
+    up_cmd.add_argument("--backend", choices=BACKENDS, default="local")
+    up_cmd.add_argument("--write-target", type=Path, metavar="FILE", help="write the running stack as a target file "
+                        "(docs/targets.md; removed when the stack stops); needs AWS_ACCESS_KEY_ID and "
+                        "AWS_SECRET_ACCESS_KEY in the environment, which become MinIO's keys")
+    up_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
     run_cmd = commands.add_parser("run", help="run experiments or a suite (--suite nightly: ~45 min) and judge them")
     run_cmd.add_argument("experiments", nargs="*", help="experiment names (see chaos list), YAML paths, or a stored "
@@ -151,11 +160,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "doctor":
-        return doctor(args.backend)
+        return doctor_target(args.target) if args.target else doctor(args.backend)
     if args.command == "setup":
         return setup()
     if args.command == "stack" and args.stack_command == "smoke":
         return stack_smoke(args.backend, args.json, args.out)
+    if args.command == "stack" and args.stack_command == "up":
+        return stack_up(args.backend, args.write_target, args.out)
     if args.command == "run":
         bad = [a for a in args.arms or [] if a not in ("hardened", "naive")]
         if bad:

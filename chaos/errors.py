@@ -6,6 +6,7 @@ USAGE = 2          # bad command line or experiment spec
 ENVIRONMENT = 3    # the environment broke (UNKNOWN verdict): never reported as a job failure
 HANG = 4
 NODATA = 5
+SKIPPED = 6        # nothing failed, but some arm could not run its faults on the target: never a pass
 INTERRUPTED = 130
 
 

@@ -13,6 +13,7 @@ checkers are pure functions over these records, so any stored run can be re-judg
             of firings, the event and what was drawn, the S3 key and batch it landed on, how the held request was
             released, and where the checkpoint stood (last_commit, in_flight)
     error   the environment failed (a toxiproxy call, a broker that did not start): never a job failure
+    skipped the arm was not run, and why (a fault that cannot act on the target: docs/targets.md): verdict SKIPPED
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "s
 # fitted); state_sst_bytes is the on-disk SST bytes alone (0 before the first flush): one measure, for the report's
 # plot. Recorded, not a probe metric.
 SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "alive")
-RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "error", "watch")
+RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "error", "watch", "skipped")
 
 Record = Mapping[str, object]
 
@@ -103,6 +104,10 @@ class HistoryWriter:
 
     def error(self, message: str, **fields: object) -> dict[str, object]:
         return self._append("error", {"message": message, **fields})
+
+    def skipped(self, reason: str) -> dict[str, object]:
+        """The arm is not run: its verdict is SKIPPED with `reason`, whatever else the history holds."""
+        return self._append("skipped", {"reason": reason})
 
     def _append(self, record_type: str, fields: dict[str, object]) -> dict[str, object]:
         with self._lock:

@@ -215,6 +215,8 @@ def describe(arm: dict) -> str:
     """An arm's verdict and each check that did not pass, with what it expected, measured and said."""
     failed = [f"{c['name']}={c['verdict']} (expected {c.get('expected')}, measured {c.get('measured')}: "
               f"{c.get('message')})" for c in arm.get("checks", []) if c.get("verdict") != "PASSED"]
+    if arm.get("verdict") == "SKIPPED":
+        return f"SKIPPED: not run: {arm.get('skipped')}"
     return f"{arm['verdict']}: " + ("; ".join(failed) or "no failed check")
 
 

@@ -154,7 +154,8 @@ class Stack:
     def __init__(self, run_dir: Path, backend: str | Backend = "local", worker_cores: int = 4,
                  worker_memory: str = "3g", keep_data: bool = False,
                  progress: Callable[[str], None] = lambda message: None,
-                 class_archives: ClassArchives | None = None, lane: str | None = None):
+                 class_archives: ClassArchives | None = None, lane: str | None = None,
+                 credentials: Credentials | None = None):
         self.run_dir = Path(run_dir).resolve()
         # A run's lanes (chaos run --lanes) each start a stack in the same run directory: its files and logs go
         # under stack/<lane>/ and logs/<lane>/; paths recorded relative to the run directory stay valid.
@@ -165,7 +166,9 @@ class Stack:
         self.keep_data = keep_data
         self.progress = progress
         self.class_archives = class_archives  # None: the host's recorded archives; the training passes `record`
-        self.credentials = Credentials.random()
+        # MinIO's keys: random per run, or given (`chaos stack up --write-target`: from its environment, so another
+        # process with the same environment can use the stack; they are still never written anywhere)
+        self.credentials = credentials or Credentials.random()
         self.handles: dict[str, Handle] = {}
         self._info: StackInfo | None = None  # set by start(); `info`, `toxiproxy`, `s3proxy` raise before it
         self._toxiproxy: ToxiproxyClient | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from ..spec import Arm, ExperimentSpec, Targets
-from ..verdicts import worst
+from ..verdicts import SKIPPED, worst
 from .base import ArmData
 from .exactly_once import count_of
 from .logs import evidence_start, match_count, trim
@@ -22,6 +22,9 @@ def judge_records(records: Sequence[Mapping[str, object]], spec: ExperimentSpec,
     """An arm's result (the shape of result.json) from its parsed files. `missing` says why oracle/lineage are
     None (keys "oracle", "lineage"), for the checks' messages."""
     arm = spec.arm(profile)
+    reason = skipped_reason(records)
+    if reason is not None:
+        return skipped_arm(profile, arm.role, reason)
     targets = arm.targets
     tl = timeline(records)
     checks = judge_arm_checks(ArmData(tl, spec, profile, oracle, lineage, dict(missing or {})))
@@ -41,6 +44,18 @@ def judge_records(records: Sequence[Mapping[str, object]], spec: ExperimentSpec,
             "recovery_s": _recovery_seconds(tl, targets),
             "lost": count("lost"), "duplicated": count("duplicated"), "signature": signature,
             "checks": [c.to_dict() for c in checks]}
+
+
+def skipped_reason(records: Sequence[Mapping[str, object]]) -> str | None:
+    """Why the arm was not run (its history's `skipped` record), or None when it was."""
+    found = next((r for r in records if r.get("type") == "skipped"), None)
+    return None if found is None else str(found.get("reason") or "no reason recorded")
+
+
+def skipped_arm(profile: str, role: str, reason: str) -> dict:
+    """A SKIPPED arm's result: no check was judged, `skipped` says why (never PASSED: chaos/verdicts.py)."""
+    return {"profile": profile, "verdict": SKIPPED, "role": role, "recovery_s": None, "lost": None,
+            "duplicated": None, "signature": None, "skipped": reason, "checks": []}
 
 
 def _recovery_seconds(tl: Timeline, targets: Targets) -> float | None:

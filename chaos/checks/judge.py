@@ -16,7 +16,7 @@ from ..history import HistoryError, read_history
 from ..spec import ExperimentSpec
 from ..store import write_result
 from ..verdicts import INTERRUPTED, worst
-from .arm import judge_records
+from .arm import judge_records, skipped_reason
 from .discrimination import CONTROL, SUBJECT, discriminate, discrimination_result
 from .exactly_once import oracle_kind
 from .registry import raised
@@ -103,6 +103,9 @@ def judge_discrimination(experiment_dir: str | Path, spec: ExperimentSpec) -> di
     if isinstance(files, str):
         return discrimination_result(spec, [Check("history", "UNKNOWN", "a readable record of the control",
                                                   "unreadable", files)])
+    reason = skipped_reason(files.records)
+    if reason is not None:
+        return discrimination_result(spec, [], not_run=f"the control (naive) arm was skipped: {reason}")
     subject_oracle, _ = read_json(experiment_dir / SUBJECT / "oracle.json")
     subject_kind = oracle_kind(subject_oracle) if isinstance(subject_oracle, Mapping) else "compare"
     return discriminate(files.records, spec, oracle=files.oracle, lineage=files.lineage, missing=files.missing,

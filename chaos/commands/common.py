@@ -71,8 +71,12 @@ def _print_results(results: dict, run_dir: Path) -> None:
             extra = f"  (not passed: {', '.join(failed)})" if failed else ""
             if arm.get("role") == "control" and arm.get("signature"):
                 extra += f"  control reproduced: {arm['signature']}"
+            if arm.get("verdict") == "SKIPPED":
+                extra = f"  (not run: {arm.get('skipped')})"
             print(f"{arm['verdict']:<11} {experiment['name']} / {arm['profile']}{extra}")
     _print_discrimination(results)
+    if results.get("verdict") == "SKIPPED":
+        print("SKIPPED: nothing failed, but some arms were not run (above, with why): not a pass")
     print(f"{results['verdict']}: {run_dir}")
     if (run_dir / "index.html").exists():
         print(f"report: {run_dir / 'index.html'}")

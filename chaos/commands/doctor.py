@@ -4,6 +4,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from infra import artifacts
 from infra.errors import InfraError
@@ -59,6 +60,21 @@ def doctor(backend: str) -> int:
     ready = all(ok for name, ok, _ in rows if "set-up only" not in name and "optional" not in name)
     print(f"backend {backend}: {'ready' if ready else 'not ready'}")
     return errors.PASSED if ready else errors.ENVIRONMENT
+
+
+def doctor_target(path: Path) -> int:
+    """`chaos doctor --target FILE`: the file validated first (exit 2, one line, nothing contacted), then one line per
+    check of chaos/target/doctor.py; exit 0 when no check says NO, 3 otherwise."""
+    from ..target import load_target
+    from ..target.doctor import NO, rows
+
+    target = load_target(path)
+    failed = 0
+    for row in rows(target):
+        print(row.line(24), flush=True)
+        failed += row.status == NO
+    print(f"target {target.name}: {'ready' if not failed else f'not ready ({failed} check(s) NO)'}")
+    return errors.PASSED if not failed else errors.ENVIRONMENT
 
 
 def _images_row() -> tuple[str, bool, str]:

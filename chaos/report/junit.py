@@ -13,7 +13,8 @@ from .page import _did_not_survive, _discrimination, _survived_note, discriminat
 # -- junit.xml -------------------------------------------------------------------------------------------------
 # FAILED is a failure of the job under test; UNKNOWN (environment), HANG (no progress, so nothing could be judged)
 # and NODATA (nothing measured) are errors: the test did not produce a judgement, and must not look green;
-# INTERRUPTED is skipped: the run was cut short before the arm could finish.
+# INTERRUPTED is skipped: the run was cut short before the arm could finish; SKIPPED is skipped with its reason: the
+# arm was not run (a fault that cannot act on the target, docs/targets.md).
 JUNIT_ERRORS = {"UNKNOWN": "the environment failed (not a job failure)", "HANG": "the job made no progress at all",
                 "NODATA": "nothing was measured"}
 
@@ -128,6 +129,9 @@ def write_junit(run_dir: Path) -> Path:
                 message = f"{verdict}: {JUNIT_ERRORS[verdict]}" + (f" ({message})" if message else "") + \
                           (f"; {errors}" if errors else "")
                 ET.SubElement(case, "error", message=message, type=verdict).text = details
+            elif verdict == "SKIPPED":
+                counts["skipped"] += 1
+                ET.SubElement(case, "skipped", message=f"SKIPPED: {arm.skipped}")
             elif verdict == "INTERRUPTED":
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message="INTERRUPTED: the run was cut short")

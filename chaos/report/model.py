@@ -11,11 +11,12 @@ from typing import Any, Mapping, Sequence
 from ..checks.timeline import FaultWindow, time_of, timeline
 from ..checks.timeline import Timeline as CheckTimeline
 from ..history import HistoryError, read_history
+from ..verdicts import DISPLAY_ORDER
 
-# Worst first (docs/run-store.md); INTERRUPTED is a run cut short.
-VERDICT_ORDER = ("FAILED", "UNKNOWN", "HANG", "NODATA", "INTERRUPTED", "PASSED")
+# Worst first (docs/run-store.md, chaos/verdicts.py); INTERRUPTED is a run cut short, SKIPPED an arm not run.
+VERDICT_ORDER = DISPLAY_ORDER
 VERDICT_COLOURS = {"PASSED": "#1a7f37", "FAILED": "#cf222e", "UNKNOWN": "#8250df", "HANG": "#bc4c00",
-                   "NODATA": "#6e7781", "INTERRUPTED": "#9a6700"}
+                   "NODATA": "#6e7781", "INTERRUPTED": "#9a6700", "SKIPPED": "#0969da"}
 
 
 class ReportError(Exception):
@@ -130,6 +131,14 @@ class Arm:
     @property
     def verdict(self) -> str:
         return _verdict(self.data.get("verdict"))
+
+    @property
+    def skipped(self) -> str | None:
+        """Why a SKIPPED arm was not run (result.json `skipped`); None for an arm that ran."""
+        if self.verdict != "SKIPPED":
+            return None
+        reason = self.data.get("skipped")
+        return str(reason) if reason else "no reason recorded"
 
     @property
     def anchor(self) -> str:

@@ -55,6 +55,11 @@ def _failures_block(run: Run) -> str:
         for arm in run.arms.get(name, []):
             if arm.verdict == "PASSED":
                 continue
+            if arm.skipped is not None:
+                items.append(f'<li class="failing-arm skipped-arm" data-arm="{_e(arm.anchor)}">{_badge(arm.verdict)} '
+                             f'<a href="#{_e(arm.anchor)}">{_e(name)} / {_e(arm.profile)}</a>: not run, '
+                             f'<span class="skipped">{_e(arm.skipped)}</span></li>')
+                continue
             checks = "".join(
                 f'<li class="failing-check" data-check="{_e(c.get("name"))}">{_badge(_verdict(c.get("verdict")))} '
                 f'<strong>{_e(c.get("name"))}</strong>: expected {_e(c.get("expected"))}, measured '
@@ -154,6 +159,10 @@ def _signature_cell(arm: dict) -> str:
     return f"<code>{_e(signature)}</code>" if signature else ""
 
 
+def _skipped(arm: Arm) -> str:
+    return f'<span class="skipped">skipped: {_e(arm.skipped)}</span>'
+
+
 def _summary_table(run: Run) -> str:
     rows = []
     for experiment in run.experiments:
@@ -164,7 +173,7 @@ def _summary_table(run: Run) -> str:
             rows.append(
                 f'<tr><td><a href="#{_e(_anchor(name))}">{_e(name)}</a></td>'
                 f'<td><a href="#{_e(arm.anchor)}">{_e(arm.profile)}</a>{role}</td>'
-                f"<td>{_badge(arm.verdict)}</td><td>{_checks_cell(data)}</td>"
+                f"<td>{_badge(arm.verdict)}</td><td>{_checks_cell(data) if arm.skipped is None else _skipped(arm)}</td>"
                 f"{_recovery_cell(data)}"
                 f'<td class="num">{_count(data.get("lost"))}</td><td class="num">{_count(data.get("duplicated"))}</td>'
                 f"<td>{_signature_cell(data)}</td></tr>")
@@ -282,6 +291,8 @@ def _arm_section(run: Run, arm: Arm) -> str:
     figures = [recovery, f"lost {_count(data.get('lost'))}", f"duplicated {_count(data.get('duplicated'))}"]
     signature = _signature_cell(data)
     parts.append(f'<p class="small">{" · ".join(figures)}{" · " + signature if signature else ""}</p>')
+    if arm.skipped is not None:
+        parts.append(f"<p>{_skipped(arm)} (not run: nothing was judged)</p>")
     started = facts.utc(timeline.first_wall)
     phases = " · ".join(f"{_e(name)} {_e(facts.utc(wall))}" for name, wall in timeline.phase_walls.items())
     seed = facts.seed(arm)

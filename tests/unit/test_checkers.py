@@ -108,7 +108,7 @@ def recovering(t: float) -> dict:
 
 # -- verdicts ----------------------------------------------------------------------------------------------------
 def test_worst_orders_failed_unknown_hang_nodata_passed():
-    assert VERDICTS == ("FAILED", "UNKNOWN", "HANG", "NODATA", "PASSED")
+    assert VERDICTS == ("FAILED", "UNKNOWN", "HANG", "NODATA", "SKIPPED", "PASSED")
     assert worst(["PASSED", "NODATA", "HANG"]) == "HANG"
     assert worst(["PASSED", "HANG", "UNKNOWN"]) == "UNKNOWN"
     assert worst(["UNKNOWN", "FAILED", "PASSED"]) == "FAILED"

@@ -1,0 +1,95 @@
+"""`chaos stack up [--write-target FILE]`: start the stack and keep it running until Ctrl-C (or SIGTERM), then tear
+everything down. With --write-target the running stack is written as a target file (chaos/target/from_stack.py) that
+another process can use (`chaos doctor --target FILE`); the file is removed when the stack stops."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from .. import errors
+from ..store import new_run_dir
+from .common import progress as _progress
+
+# MinIO refuses shorter root keys.
+MIN_ACCESS_KEY, MIN_SECRET_KEY = 3, 8
+POLL_S = 1.0
+
+
+def _credentials_from_env():
+    """MinIO's keys from the variables the target names: another process with the same environment reaches the
+    stack, and no value is ever written. Exit 2 (nothing started) when they are missing or too short for MinIO."""
+    from infra.stack import Credentials
+
+    from ..target.from_stack import ACCESS_KEY_ENV, SECRET_KEY_ENV
+
+    access, secret = os.environ.get(ACCESS_KEY_ENV, ""), os.environ.get(SECRET_KEY_ENV, "")
+    if len(access) < MIN_ACCESS_KEY or len(secret) < MIN_SECRET_KEY:
+        raise errors.ChaosError(
+            f"--write-target needs {ACCESS_KEY_ENV} (at least {MIN_ACCESS_KEY} characters) and {SECRET_KEY_ENV} (at "
+            f"least {MIN_SECRET_KEY}) in the environment: the stack's MinIO takes them as its keys and the target "
+            "names them; set both, in the environment of whatever uses the target too", errors.USAGE)
+    return Credentials(access, secret)
+
+
+def _target_path(path: Path) -> Path:
+    path = path.absolute()
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise errors.ChaosError(f"--write-target {path}: {path.parent} is not a writable directory; give a path in "
+                                "one", errors.USAGE)
+    if path.is_dir():
+        raise errors.ChaosError(f"--write-target {path}: is a directory; give a file name", errors.USAGE)
+    return path
+
+
+def stack_up(backend: str, target: Path | None, out: Path | None) -> int:
+    from infra.stack import Stack
+
+    credentials = _credentials_from_env() if target is not None else None
+    if threading.current_thread() is threading.main_thread():
+        # Ctrl-C is how this command ends, also when a shell started it in the background (`&` in a script), which
+        # leaves SIGINT ignored; SIGTERM already takes the same path (chaos/cli.py).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    target = _target_path(target) if target is not None else None
+    run_dir = new_run_dir("stack-up", out)
+    _progress(f"run directory: {run_dir}")
+    up = False
+    try:
+        with Stack(run_dir, backend=backend, progress=_progress, credentials=credentials) as stack:
+            if target is not None:
+                from ..target.from_stack import write_target
+
+                written = write_target(stack, target)
+                _progress(f"target written: {target} (chaos doctor --target {target}); hooks for "
+                          f"{', '.join(written.hooks) or 'no role'}")
+            _progress(f"the stack is up (Kafka {stack.info.kafka_bootstrap}, S3 {stack.info.s3_endpoint}, Spark "
+                      f"{stack.info.spark_master}, Toxiproxy {stack.info.toxiproxy_api}); Ctrl-C stops it")
+            up = True
+            _watch(stack)
+    except KeyboardInterrupt:
+        if not up:
+            raise  # interrupted while starting: exit 130 like any interrupted command
+        _progress("stopped: every process of the stack is down")
+        return errors.PASSED  # Ctrl-C is how this command ends
+    finally:
+        if target is not None:
+            target.unlink(missing_ok=True)  # its hooks name process groups that no longer exist
+    return errors.PASSED
+
+
+def _watch(stack) -> None:
+    """Run until interrupted, saying when a server stops or comes back (a process fault through a hook stops one;
+    the stack keeps running, as a cluster would)."""
+    down: set[str] = set()
+    while True:
+        for name, handle in stack.handles.items():
+            alive = handle.alive()
+            if not alive and name not in down:
+                _progress(f"{name} is not running (see {handle.log_path})")
+                down.add(name)
+            elif alive and name in down:
+                _progress(f"{name} is running again")
+                down.discard(name)
+        time.sleep(POLL_S)

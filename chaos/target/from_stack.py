@@ -1,0 +1,77 @@
+"""A running stack written as a target file (`chaos stack up --write-target FILE`): every endpoint through the stack's
+proxies, its Toxiproxy as an existing one (`api:`), the S3 keys by the names of the variables that hold them, the
+driver settings that put executor-to-driver traffic through the `spark-driver` proxies, and hooks this host can run
+for process faults. The document is validated (chaos/target/model.py) before it is written, so a file this writes is
+one `chaos doctor --target` reads.
+
+Hooks name the stack's process groups by number: they are valid while the stack runs, and `chaos stack up` removes
+the file when it stops, so a stale hook can never signal a process that reused a number.
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from infra.driver import S3_REGION, cluster_conf
+
+from .model import Target, parse_target
+
+if TYPE_CHECKING:
+    from infra.stack import Stack
+
+# The variables the job's S3 clients read (docs/job.md), and MinIO's keys for a stack that writes a target.
+ACCESS_KEY_ENV, SECRET_KEY_ENV = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
+EXECUTOR_MARKER = "CoarseGrainedExecutorBackend"
+
+
+def local_hooks(stack: Stack) -> dict[str, dict[str, str]]:
+    """Process-fault hooks for a stack whose servers are process groups on this host (the local backend): the
+    broker's and MinIO's groups by number, and the executors inside the worker's session (a worker starts its
+    executors in its own session). None for a backend whose processes this host cannot signal by number."""
+    if stack.backend.name != "local":
+        return {}
+    hooks = {}
+    for role, component in (("broker", "kafka"), ("minio", "minio")):
+        pid = stack.handles[component].pid
+        if pid is not None:
+            hooks[role] = {"signal": f"kill -s {{signal}} -- -{pid}"}
+    worker = stack.handles["spark-worker"].pid
+    if worker is not None:
+        hooks["executor"] = {"signal": f"pkill --signal {{signal}} -s {worker} -f {EXECUTOR_MARKER}"}
+    return hooks
+
+
+def stack_target(stack: Stack, name: str, source: str) -> Target:
+    """The running stack as a validated Target."""
+    info = stack.info
+    conf = {key: value for key, value in cluster_conf(info).items() if key != "spark.master"}
+    doc = {
+        "name": name,
+        "kafka": {"bootstrap_servers": [info.kafka_bootstrap]},
+        "s3": {"endpoint": info.s3_endpoint, "tls": False, "bucket": info.bucket, "region": S3_REGION,
+               "path_style": True},
+        "spark": {"master": info.spark_master, "master_ui": info.spark_master_ui, "deploy_mode": "client",
+                  "conf": conf},
+        "credentials": {"s3_access_key": ACCESS_KEY_ENV, "s3_secret_key": SECRET_KEY_ENV},
+        "toxiproxy": {"api": info.toxiproxy_api, "proxies": {name: name for name in info.proxies}},
+        "hooks": local_hooks(stack),
+    }
+    return parse_target(doc, source)
+
+
+def write_target(stack: Stack, path: Path, name: str = "local-stack") -> Target:
+    """Write the stack's target file at `path` (atomically: a reader never sees half a file)."""
+    target = stack_target(stack, name, str(path))
+    header = (f"# The stack of {stack.run_dir}, written by `chaos stack up` at "
+              f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}.\n"
+              "# Valid while that command runs (its hooks name process groups); it removes this file when it stops.\n"
+              f"# Credentials are the variables {ACCESS_KEY_ENV} and {SECRET_KEY_ENV} of the environment it was "
+              "started in.\n")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(header + yaml.safe_dump(target.to_dict(), sort_keys=False, width=100))
+    temporary.replace(path)
+    return target

@@ -1,0 +1,77 @@
+"""A target written by a running stack, checked from another process (issue 19, docs/targets.md):
+`chaos stack up --write-target FILE` starts the local stack and writes it as a target; `chaos doctor --target FILE`
+finds every endpoint answering and the Kafka and S3 traffic crossing the stack's proxies (each disabled for a moment:
+the endpoint stops answering); Ctrl-C stops the stack, removes the file and leaves no process or port behind. No
+secret value is in the file or in anything either command printed. One stack start, about a minute."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.ports import listening
+from tests.integration.test_reliability import wait_for
+from tests.leftovers import pids_of, ports_of
+
+pytestmark = [pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxies(tmp_path):
+    access, secret = f"chaos-{secrets.token_hex(4)}", secrets.token_urlsafe(18)
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}
+    target, out, log = tmp_path / "t.yaml", tmp_path / "runs", tmp_path / "up.log"
+    with open(log, "w") as up_log:
+        up = subprocess.Popen([sys.executable, "-m", "chaos.cli", "stack", "up", "--write-target", str(target),
+                               "--out", str(out)], stdout=up_log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+                              start_new_session=True)
+    try:
+        wait_for(lambda: target.is_file() or up.poll() is not None, 300, "the target file")
+        assert up.poll() is None, f"stack up ended: {log.read_text()[-3000:]}"
+        doc = yaml.safe_load(target.read_text())
+        assert doc["toxiproxy"]["api"].startswith("http://127.0.0.1:")
+        assert set(doc["hooks"]) == {"broker", "minio", "executor"}
+        assert doc["credentials"] == {"s3_access_key": "AWS_ACCESS_KEY_ID", "s3_secret_key": "AWS_SECRET_ACCESS_KEY"}
+
+        doctor = subprocess.run([sys.executable, "-m", "chaos.cli", "doctor", "--target", str(target)], cwd=tmp_path,
+                                env=env, capture_output=True, text=True, timeout=180)
+        lines = {line[4:28].strip(): line for line in doctor.stdout.splitlines() if line[:3] in ("ok ", "NO ", "-- ")}
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+        for check in ("credentials", "kafka metadata", "s3 bucket", "spark master", "toxiproxy",
+                      "kafka advertises proxy", "kafka crosses proxy", "s3 crosses proxy", "hook broker",
+                      "hook executor", "hook minio"):
+            assert lines.get(check, "").startswith("ok "), f"{check}: {doctor.stdout}"
+        assert "stopped answering" in lines["kafka crosses proxy"] and "stopped answering" in lines["s3 crosses proxy"]
+        assert doctor.stdout.rstrip().endswith("ready")
+
+        # Without the credentials in its environment the doctor says so, and never shows a value.
+        bare = {k: v for k, v in env.items() if not k.startswith("AWS_")}
+        missing = subprocess.run([sys.executable, "-m", "chaos.cli", "doctor", "--target", str(target)],
+                                 cwd=tmp_path, env=bare, capture_output=True, text=True, timeout=180)
+        assert missing.returncode == 3 and "NO  credentials" in missing.stdout, missing.stdout
+        for text in (target.read_text(), doctor.stdout, doctor.stderr, missing.stdout, missing.stderr):
+            assert secret not in text and access not in text
+    finally:
+        if up.poll() is None:
+            up.send_signal(signal.SIGINT)
+        try:
+            up.wait(timeout=120)
+        finally:
+            if up.poll() is None:
+                os.killpg(up.pid, signal.SIGKILL)
+                up.wait()
+    assert up.returncode == 0, log.read_text()[-3000:]
+    assert not target.exists(), "the target file outlived its stack"
+    assert secret not in log.read_text() and access not in log.read_text()
+    run_dir = next(p for p in out.iterdir() if p.is_dir() and not p.is_symlink())
+    assert pids_of(run_dir) == []
+    info = json.loads((run_dir / "stack" / "stack.json").read_text())
+    assert [a for a in ports_of(info) if listening(*a, timeout=0.2)] == []

@@ -1,0 +1,269 @@
+"""Target files (chaos/target/model.py, docs/targets.md): the documented example loads and round-trips; a class of
+malformed files is refused with the one line `<file>: <field>: <what>; allowed: ...`; a secret value is never
+accepted nor echoed; and `chaos doctor --target` on a bad file exits 2 with one line, contacting nothing."""
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chaos.errors import SpecError
+from chaos.target import load_target, parse_target
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+def _documented() -> dict:
+    """The example target of docs/targets.md (its first yaml block): the documentation is what is tested."""
+    text = (ROOT / "docs" / "targets.md").read_text()
+    block = re.search(r"```yaml\n(.*?)```", text, re.S)
+    assert block, "docs/targets.md has no yaml example"
+    return yaml.safe_load(block.group(1))
+
+
+MINIMAL = {"kafka": {"bootstrap_servers": "127.0.0.1:9092"}, "s3": {"endpoint": "127.0.0.1:9000", "bucket": "chaos"},
+           "spark": {"master": "local[2]"}}
+
+
+def _write(tmp_path: Path, doc: object) -> Path:
+    path = tmp_path / "target.yaml"
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_the_documented_example_loads_and_round_trips(tmp_path):
+    target = load_target(_write(tmp_path, _documented()))
+    assert target.name == "staging-eu"
+    assert target.kafka.bootstrap_servers == ("chaos-proxy-1:19092", "chaos-proxy-2:19092")
+    assert target.s3.tls and target.s3.url == "https://s3.staging.internal:9000"
+    assert target.s3.storage_uri == "s3a://sessions/chaos"
+    assert target.toxiproxy.mode == "existing" and target.toxiproxy.proxy("kafka-1") == "chaos-kafka-1"
+    assert target.toxiproxy.proxy("spark-driver") is None
+    assert set(target.hooks) == {"broker", "executor"} and target.hooks["executor"].restart == "true"
+    again = parse_target(target.to_dict(), "again.yaml")
+    assert again.to_dict() == target.to_dict()
+
+
+def test_defaults_of_a_minimal_target(tmp_path):
+    target = load_target(_write(tmp_path, MINIMAL))
+    assert target.name == "target"  # the file's name
+    assert (target.s3.tls, target.s3.path_style, target.s3.region, target.s3.url) == \
+        (False, True, "us-east-1", "http://127.0.0.1:9000")
+    assert target.toxiproxy.mode == "start" and not target.toxiproxy.routes and not target.hooks
+    assert target.spark.deploy_mode == "client"
+
+
+def _with(path: str, value: object, base: dict | None = None) -> dict:
+    doc = copy.deepcopy(base or MINIMAL)
+    node = doc
+    *parents, last = path.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value is _DELETE:
+        del node[last]
+    else:
+        node[last] = value
+    return doc
+
+
+_DELETE = object()
+BAD = [
+    ("unknown top field", _with("kafkaa", {}), "kafkaa: unknown field"),
+    ("missing section", _with("spark", _DELETE), "spark: missing"),
+    ("unknown s3 field", _with("s3.secure", True), "s3.secure: unknown field"),
+    ("no bootstrap", _with("kafka.bootstrap_servers", []), "kafka.bootstrap_servers: [] is not valid"),
+    ("bootstrap without port", _with("kafka.bootstrap_servers", "broker-1"), "kafka.bootstrap_servers.0:"),
+    ("port out of range", _with("kafka.bootstrap_servers", ["b:70000"]), "HOST:PORT with a port from 1 to 65535"),
+    ("too many brokers", _with("kafka.bootstrap_servers", [f"b{i}:9092" for i in range(101)]), "at most 100"),
+    ("bad master", _with("spark.master", "mesos://m:5050"), "spark.master: 'mesos://m:5050' is not valid"),
+    ("bad deploy mode", _with("spark.deploy_mode", "remote"), "spark.deploy_mode:"),
+    ("--conf in submit_args", _with("spark.submit_args", ["--conf", "a=b"]), "spark.submit_args.0:"),
+    ("bad bucket", _with("s3.bucket", "Not_A_Bucket"), "s3.bucket:"),
+    ("prefix escaping", _with("s3.prefix", "a/../b"), "s3.prefix:"),
+    ("tls disagrees", _with("s3.endpoint", "https://h:9000", _with("s3.tls", False)), "s3.tls:"),
+    ("ca bundle without tls", _with("s3.ca_bundle", "/etc/ca.pem"), "s3.ca_bundle: given without TLS"),
+    ("relative ca bundle", _with("s3.endpoint", "https://h:9000", _with("s3.ca_bundle", "ca.pem")), "absolute path"),
+    ("tls not a boolean", _with("s3.tls", "yes"), "s3.tls:"),
+    ("ftp endpoint", _with("s3.endpoint", "ftp://h:21"), "s3.endpoint:"),
+    ("overlong value", _with("spark.conf", {"spark.x": "a" * 8193}), "spark.conf.spark.x: is not one line"),
+    ("multi-line value", _with("kafka.options", {"client.id": "a\nb"}), "kafka.options.client.id: is not one line"),
+    ("option name", _with("kafka.options", {"a b": "c"}), "is not a valid option name"),
+    ("too many options", _with("spark.conf", {f"spark.k{i}": "v" for i in range(101)}), "at most 100"),
+    ("unknown credential", _with("credentials", {"token": "T"}), "credentials.token: unknown field"),
+    ("half a key pair", _with("credentials", {"s3_access_key": "AWS_ACCESS_KEY_ID"}), "credentials.s3_secret_key: missing"),
+    ("mode start with api", _with("toxiproxy", {"mode": "start", "api": "http://127.0.0.1:8474"}), "toxiproxy.api:"),
+    ("api without port", _with("toxiproxy", {"api": "http://127.0.0.1"}), "toxiproxy.api:"),
+    ("api with user", _with("toxiproxy", {"api": "http://u:p@127.0.0.1:1"}), "toxiproxy.api:"),
+    ("existing without api", _with("toxiproxy", {"mode": "existing"}), "toxiproxy.api: missing"),
+    ("unknown proxy role", _with("toxiproxy", {"api": "http://127.0.0.1:8474", "proxies": {"zk": "zk"}}),
+     "toxiproxy.proxies.zk: unknown role"),
+    ("route without upstream", _with("toxiproxy", {"routes": {"kafka": {"listen": "h:1"}}}),
+     "toxiproxy.routes.kafka.upstream: missing"),
+    ("routes with existing", _with("toxiproxy", {"api": "http://h:1", "routes": {}}), "toxiproxy.routes:"),
+    ("unknown hook role", _with("hooks", {"zookeeper": "kill -{signal} 1"}), "hooks.zookeeper: unknown field"),
+    ("hook without signal", _with("hooks", {"broker": "systemctl restart kafka"}), "hooks.broker.signal: has no {signal}"),
+    ("hook placeholder", _with("hooks", {"broker": "kill -{signal} {pid}"}), "unknown placeholder {pid}"),
+    ("hook brace", _with("hooks", {"broker": "kill -{signal"}), "not a valid template"),
+    ("bad name", _with("name", "Staging EU"), "name:"),
+]
+
+
+@pytest.mark.parametrize("case,doc,fragment", BAD, ids=[case for case, _, _ in BAD])
+def test_a_malformed_target_is_one_line_naming_file_and_field(tmp_path, case, doc, fragment):
+    path = _write(tmp_path, doc)
+    with pytest.raises(SpecError) as raised:
+        load_target(path)
+    message = str(raised.value)
+    assert raised.value.exit_code == 2
+    assert "\n" not in message and message.startswith(f"{path}: ") and "; allowed: " in message
+    assert fragment in message, message
+
+
+SECRETS = [
+    ("a credential given as its value", _with("credentials", {"s3_access_key": "AWS_ACCESS_KEY_ID",
+                                                              "s3_secret_key": SECRET}), "credentials.s3_secret_key"),
+    ("an access key id as a name", _with("credentials", {"s3_access_key": "AKIAIOSFODNN7EXAMPLE",
+                                                         "s3_secret_key": "S"}), "credentials.s3_access_key"),
+    ("a secret-named option", _with("kafka.options", {"sasl.password": SECRET}), "kafka.options.sasl.password"),
+    ("a spark secret", _with("spark.conf", {"spark.hadoop.fs.s3a.secret.key": SECRET}),
+     "spark.conf.spark.hadoop.fs.s3a.secret.key"),
+    ("a jaas literal", _with("kafka.options", {"sasl.jaas.config": f'x required username="u" password="{SECRET}";'}),
+     "kafka.options.sasl.jaas.config"),
+    ("a key id anywhere", _with("s3.prefix", "AKIAIOSFODNN7EXAMPLE/"), "s3.prefix"),
+    ("a key id in a hook", _with("hooks", {"broker": "env K=AKIAIOSFODNN7EXAMPLE kill -{signal} 1"}), "hooks.broker.signal"),
+]
+
+
+@pytest.mark.parametrize("case,doc,field", SECRETS, ids=[case for case, _, _ in SECRETS])
+def test_a_secret_value_is_refused_and_never_echoed(tmp_path, case, doc, field):
+    with pytest.raises(SpecError) as raised:
+        load_target(_write(tmp_path, doc))
+    message = str(raised.value)
+    assert f": {field}: " in message, message
+    assert SECRET not in message and "AKIAIOSFODNN7EXAMPLE" not in message and "SFODNN7" not in message
+
+
+def test_references_and_names_are_accepted(tmp_path):
+    doc = _with("kafka.options", {"sasl.jaas.config": "${env:KAFKA_JAAS}", "security.protocol": "SASL_SSL"},
+                _with("credentials", {"kafka_username": "KAFKA_USER", "kafka_password": "KAFKA_PASSWORD"}))
+    target = load_target(_write(tmp_path, doc))
+    assert target.credentials["kafka_password"] == "KAFKA_PASSWORD"
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("kafka: [1\n", "not valid YAML"), ("- a\n- b\n", "(document): must be a mapping"),
+    ("kafka: {}\nkafka: {}\n", "kafka: appears twice"), ("", "(document): must be a mapping")])
+def test_bad_yaml_is_one_line(tmp_path, text, fragment):
+    with pytest.raises(SpecError, match=re.escape(fragment)):
+        load_target(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize("case,doc,fragment", [BAD[0], BAD[24], SECRETS[0]], ids=["unknown", "api", "secret"])
+def test_doctor_refuses_a_bad_target_with_exit_2_and_contacts_nothing(tmp_path, case, doc, fragment):
+    """As a user runs it: one line on stderr, nothing on stdout (no check was made), fast."""
+    path = _write(tmp_path, doc)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "chaos.cli", "doctor", "--target", str(path)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert SECRET not in done.stderr and (fragment.split(":")[0] in done.stderr)
+    assert time.monotonic() - started < 30
+
+
+def test_doctor_on_a_missing_file_exits_2(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "chaos.cli", "doctor", "--target", str(tmp_path / "none.yaml")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "cannot read" in done.stderr and done.stdout == ""
+
+
+# -- a running stack written as a target (chaos/target/from_stack.py), without starting one -----------------------
+
+def _fake_stack(tmp_path: Path, backend: str = "local"):
+    from types import SimpleNamespace
+
+    from infra.stack import DriverSlot, StackInfo
+
+    info = StackInfo(backend=backend, run_dir=str(tmp_path), kafka_bootstrap="127.0.0.1:41001",
+                     kafka_internal_bootstrap="127.0.0.1:41002", s3_endpoint="http://127.0.0.1:41003",
+                     s3_direct_endpoint="http://127.0.0.1:41004", bucket="chaos",
+                     toxiproxy_api="http://127.0.0.1:41005", spark_master="spark://127.0.0.1:41006",
+                     spark_master_ui="http://127.0.0.1:41007", spark_jars=[f"/jars/j{i}.jar" for i in range(42)],
+                     spark_home="/spark", driver=DriverSlot("127.0.0.1", "127.0.0.2", 41008, 41009),
+                     proxies={name: {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}
+                              for name in ("kafka", "s3", "spark-driver", "spark-driver-blocks")})
+    handles = {name: SimpleNamespace(pid=pid) for name, pid in (("kafka", 101), ("minio", 102), ("spark-worker", 103))}
+    return SimpleNamespace(info=info, backend=SimpleNamespace(name=backend), handles=handles, run_dir=tmp_path)
+
+
+def test_a_stack_is_written_as_a_valid_target_with_names_and_hooks_only(tmp_path, monkeypatch):
+    from chaos.target.from_stack import write_target
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    path = tmp_path / "t.yaml"
+    written = write_target(_fake_stack(tmp_path), path)  # type: ignore[arg-type]
+    target = load_target(path)
+    assert target.to_dict() == written.to_dict()
+    assert target.kafka.bootstrap_servers == ("127.0.0.1:41001",) and target.s3.url == "http://127.0.0.1:41003"
+    assert target.toxiproxy.api == "http://127.0.0.1:41005" and target.toxiproxy.proxy("spark-driver") == "spark-driver"
+    assert target.spark.conf["spark.driver.host"] == "127.0.0.2" and "spark.master" not in target.spark.conf
+    assert target.hooks["broker"].signal == "kill -s {signal} -- -101"
+    assert target.hooks["executor"].signal == "pkill --signal {signal} -s 103 -f CoarseGrainedExecutorBackend"
+    assert SECRET not in path.read_text() and not list(tmp_path.glob(".t.yaml.*"))
+
+
+def test_a_stack_whose_processes_this_host_cannot_signal_gets_no_hooks(tmp_path):
+    from chaos.target.from_stack import stack_target
+
+    assert stack_target(_fake_stack(tmp_path, "containers"), "t", "t.yaml").hooks == {}  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("env,target,fragment", [
+    ({}, "t.yaml", "needs AWS_ACCESS_KEY_ID"),
+    ({"AWS_ACCESS_KEY_ID": "abc", "AWS_SECRET_ACCESS_KEY": "short"}, "t.yaml", "at least 8"),
+    ({"AWS_ACCESS_KEY_ID": "abc", "AWS_SECRET_ACCESS_KEY": "long-enough"}, "no/such/dir/t.yaml",
+     "is not a writable directory")])
+def test_stack_up_refuses_bad_input_with_exit_2_and_starts_nothing(tmp_path, env, target, fragment):
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run([sys.executable, "-m", "chaos.cli", "stack", "up", "--write-target", target, "--out",
+                           str(tmp_path / "runs")], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env={**base, **env})
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and fragment in done.stderr, done.stderr
+    assert not (tmp_path / "runs").exists()
+    assert "long-enough" not in done.stderr
+
+
+START = _with("toxiproxy", {"routes": {"kafka": {"listen": "127.0.0.1:19092", "upstream": "broker-1:9092"},
+                                       "s3": {"listen": "127.0.0.1:19000", "upstream": "s3.internal:9000"}}},
+              _with("kafka.bootstrap_servers", "127.0.0.1:19092", _with("s3.endpoint", "127.0.0.1:19000")))
+
+
+def test_mode_start_routes_name_the_endpoints_and_doctor_asks_their_upstreams(tmp_path):
+    from chaos.target.doctor import _advertised
+    from chaos.target.model import upstream
+
+    target = load_target(_write(tmp_path, START))
+    assert target.toxiproxy.proxy("kafka") == "kafka" and target.toxiproxy.proxy("spark-driver") is None
+    direct = upstream(target)
+    assert direct.kafka.bootstrap_servers == ("broker-1:9092",) and direct.s3.url == "http://s3.internal:9000"
+    listens = {role: r.listen for role, r in target.toxiproxy.routes.items()}
+    assert _advertised(target, ["127.0.0.1:19092"], listens).status == "ok"
+    row = _advertised(target, ["broker-1:9092"], listens)
+    assert row.status == "NO" and "advertise an address no proxy listens on" in row.detail
+
+
+@pytest.mark.parametrize("path,value,fragment", [
+    ("kafka.bootstrap_servers", "127.0.0.1:9092", "kafka.bootstrap_servers: 127.0.0.1:9092 is not a Kafka route's"),
+    ("s3.endpoint", "127.0.0.1:9000", "s3.endpoint: 127.0.0.1:9000 is not the s3 route's listen address")])
+def test_mode_start_endpoints_must_be_the_routes_listen_addresses(tmp_path, path, value, fragment):
+    with pytest.raises(SpecError, match=re.escape(fragment)):
+        load_target(_write(tmp_path, _with(path, value, START)))
