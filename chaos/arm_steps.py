@@ -298,6 +298,7 @@ class PhaseClock:
         self.ctx, self.faults, self.remaining_after_s = ctx, faults, remaining_after_s
         self.ended_early = False  # a control that showed its incident: no drain
         self.recovered_early = False  # the recover phase ended once recovery was seen
+        self.recovered_at: float | None = None  # when recovery was first seen (the still_healthy watch starts)
         self.t0 = 0.0
         self.phase: tuple[str, float, float] = ("steady", 0.0, ctx.phases.steady)  # (name, start, end) now
         self.last_progress = time.monotonic()
@@ -361,10 +362,25 @@ class PhaseClock:
                 self.ctx.say("control reproduced its incident: the arm stops here")
                 return "reproduced"
             in_recover = now - self.t0 - self.phase[1] if self.phase[0] == "recover" else None
-            if in_recover is not None and in_recover >= MIN_RECOVER_S and self._recovered():
-                self.ctx.say(f"recovered: the recover phase ends {deadline - now:.0f} s before its bound")
-                return "recovered"
+            if in_recover is not None and in_recover >= MIN_RECOVER_S and (self.recovered_at is not None
+                                                                          or self._recovered()):
+                watch = self._still_healthy_watch()
+                if watch and self.recovered_at is None:
+                    self.recovered_at = now
+                    self.ctx.say(f"recovered: watching {watch:.0f} s more before the recover phase ends "
+                                 "(still_healthy judges those samples)")
+                if self.recovered_at is None or now - self.recovered_at >= watch:
+                    self.ctx.say(f"recovered: the recover phase ends {deadline - now:.0f} s before its bound")
+                    return "recovered"
         return None
+
+    def _still_healthy_watch(self) -> float:
+        """Seconds the recover phase goes on once recovery is seen, when the arm sets still_healthy: its samples
+        (one a second) plus one, so the check judges samples taken after the moment recovery ended the wait, not
+        the very samples that ended it (which would make it pass by construction)."""
+        still = self.ctx.spec.arm(self.ctx.profile).targets.extra.get("still_healthy")
+        samples = still.get("samples") if still else None
+        return float(samples) + 1.0 if isinstance(samples, (int, float)) else 0.0
 
     def _recovered(self) -> bool:
         """Every fault healed, and after the last heal the recovery target's healthy samples in a row plus a margin

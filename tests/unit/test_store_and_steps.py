@@ -54,3 +54,27 @@ def test_the_phase_clock_marks_every_boundary_at_its_time():
     assert marks == [("steady", "start"), ("logs", "mark"), ("inject", "start"), ("steady", "end"),
                      ("recover", "start"), ("inject", "end"), ("recover", "end")]
     assert 0.55 <= time.monotonic() - started < 3 and not clock.ended_early and not clock.recovered_early
+
+
+def _recovering_clock(extra: dict) -> PhaseClock:
+    targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=(), extra=extra)
+    ctx = SimpleNamespace(
+        phases=_Phases(), profile="hardened", say=lambda message: None, sampler=None, last_start=None,
+        spec=SimpleNamespace(arm=lambda profile: SimpleNamespace(role="subject", targets=targets)))
+    clock = PhaseClock(ctx, FaultSchedule(ctx))  # type: ignore[arg-type]
+    clock.t0 = time.monotonic() - 100.0  # the recover phase began long enough ago to end early
+    clock.phase = ("recover", 0.0, 200.0)
+    clock._recovered = lambda: True  # type: ignore[method-assign]  # recovery seen from the first look
+    return clock
+
+
+def test_an_arm_with_still_healthy_watches_its_samples_after_recovery_before_the_phase_ends():
+    """still_healthy must judge samples taken after recovery ended the wait, or it passes by construction."""
+    plain, watched = _recovering_clock({}), _recovering_clock({"still_healthy": {"samples": 1}})
+    started = time.monotonic()
+    assert plain._watch_until(started + 30) == "recovered"
+    plain_s = time.monotonic() - started
+    started = time.monotonic()
+    assert watched._watch_until(started + 30) == "recovered"
+    watched_s = time.monotonic() - started
+    assert plain_s < 1.5 and watched_s >= 2.0 and watched.recovered_at is not None, (plain_s, watched_s)
