@@ -23,6 +23,18 @@ class Trend:
     start: float  # fitted value at the first sample
     end: float
     per_event: float | None = None  # slope / mean input rate: bytes gained per input event (None: no input rate)
+    peak_change: float = 0.0  # max of the window's last third against the max of its first third, relative
+
+
+def _peak_change(points: Sequence[tuple[float, float]]) -> float:
+    """How much the peak rose: max over the last third of the window against max over the first third. Sessions
+    that open and close together make a bounded state saw-tooth between two levels, which tilts a fitted line
+    (measured +23 % on a hardened arm whose peaks stayed at 199 rows); a leak raises the peaks as well."""
+    first_t, last_t = points[0][0], points[-1][0]
+    third = (last_t - first_t) / 3
+    early = max(v for t, v in points if t <= first_t + third)
+    late = max(v for t, v in points if t >= last_t - third)
+    return (late - early) / max(early, 1.0)
 
 
 def fit_trend(points: Sequence[tuple[float, float]], series: str) -> Trend | None:
@@ -38,7 +50,7 @@ def fit_trend(points: Sequence[tuple[float, float]], series: str) -> Trend | Non
     start = mean_v + slope * (points[0][0] - mean_t)
     end = mean_v + slope * (points[-1][0] - mean_t)
     base = max(start, 0.1 * abs(mean_v), 1.0)
-    return Trend(series, n, slope, (end - start) / base, start, end)
+    return Trend(series, n, slope, (end - start) / base, start, end, peak_change=_peak_change(points))
 
 
 def _after_warmup(tl: Timeline, during: Sequence[str], warmup: float) -> list[Mapping[str, object]]:
@@ -55,7 +67,8 @@ def _after_warmup(tl: Timeline, during: Sequence[str], warmup: float) -> list[Ma
 
 def _describe(trend: Trend, during: Sequence[str]) -> str:
     unit = "" if trend.series == "rows" else " B"
-    per_event = "" if trend.per_event is None else f", {trend.per_event:+.1f} B per input event"
+    per_event = (f", peak {trend.peak_change:+.0%}" if trend.series == "rows" else
+                 "" if trend.per_event is None else f", {trend.per_event:+.1f} B per input event")
     return (f"state {trend.series} grow {trend.slope:+.1f}{unit}/s ({trend.relative:+.0%} over {'+'.join(during)}"
             f"{per_event})")
 
@@ -73,10 +86,11 @@ def state_trends(tl: Timeline, target: StateTarget) -> tuple[Trend | None, Trend
 
 
 def grew(trend: Trend, target: StateTarget) -> bool:
-    """Rows grow beyond `threshold`; bytes beyond `bytes_threshold` and by more than `bytes_per_event` per input
-    event (a relative change alone is noise on a small bounded state: its base is a few compacted SST files)."""
+    """Rows grow when both their fitted line and their peak rise beyond `threshold` (a saw-tooth tilts the line
+    only); bytes beyond `bytes_threshold` and by more than `bytes_per_event` per input event (a relative change alone
+    is noise on a small bounded state: its base is a few compacted SST files, whose peaks move with compaction)."""
     if trend.series == "rows":
-        return trend.relative > target.threshold
+        return trend.relative > target.threshold and trend.peak_change > target.threshold
     return trend.relative > target.bytes_threshold and (trend.per_event is None
                                                           or trend.per_event > target.bytes_per_event)
 
@@ -94,7 +108,7 @@ def check_state(tl: Timeline, target: StateTarget, live_keys: int | None) -> Che
     expected_parts = []
     if target.trend:
         expected_parts.append(f"{target.trend} (fitted change {'<=' if target.trend == 'plateau' else '>'} "
-                              f"{target.threshold:.0%} rows, {target.bytes_threshold:.0%} and "
+                              f"{target.threshold:.0%} rows (line and peak), {target.bytes_threshold:.0%} and "
                               f"{num(target.bytes_per_event)} B/event bytes over {during} after "
                               f"{target.warmup:.0%} warm-up)")
     if target.max_rows_per_key is not None:
@@ -113,7 +127,8 @@ def check_state(tl: Timeline, target: StateTarget, live_keys: int | None) -> Che
         else:
             fits = [f for f in (rows, size) if f is not None]
             measured.append(", ".join(f"{f.series} {f.slope:+.1f}/s ({f.relative:+.0%}"
-                                      + ("" if f.per_event is None else f", {f.per_event:+.1f} B/event") + ")"
+                                      + (f", peak {f.peak_change:+.0%}" if f.series == "rows" else
+                                         "" if f.per_event is None else f", {f.per_event:+.1f} B/event") + ")"
                                       for f in fits))
             if target.trend == "growth":
                 grown = next((f for f in fits if grew(f, target)), None)

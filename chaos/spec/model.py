@@ -117,7 +117,7 @@ class StateTarget:
     trend: str | None  # plateau (hardened) | growth (a control arm showing a leak) | None
     during: tuple[str, ...]  # phases whose samples are fitted
     warmup: float  # leading fraction of that window left out of the fit
-    threshold: float  # relative change of the fitted line across the window above which state grows
+    threshold: float  # relative change of the fitted line (and of its peak, for rows) above which state grows
     max_rows_per_key: float | None
     max_rows: int | None
     # The same for state bytes (RocksDB's SST bytes): a bounded state's still grow until compaction (measured +28-29 %
