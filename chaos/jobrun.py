@@ -123,7 +123,9 @@ class JobArm:
     def create_topic(self) -> None:
         from .smoke import create_topic
 
-        create_topic(self.stack.info.kafka_internal_bootstrap, self.state.topic, self.config.partitions)
+        info = self.stack.info
+        create_topic(info.kafka_internal_bootstrap, self.state.topic, self.config.partitions,
+                     info.replication_factor, info.min_insync_replicas)
 
     def start_job(self) -> ManagedProcess:
         self._job_starts += 1

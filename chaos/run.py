@@ -235,18 +235,26 @@ def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backen
                 say: Callable[[str], None], lane: str | None = None) -> None:
     """The arms of `planned` (their spec.json already written), one after another on one stack."""
     # planned seconds of every arm still to run, for the progress lines' "time left"
+    # Experiments on one topology share a stack; each topology gets its own, one after another (its files and
+    # logs under stack/<topology>/ and logs/<topology>/ when it is not the single-node one).
+    by_topology: dict[str, list[tuple[str, ExperimentSpec]]] = {}
+    for directory, spec in planned:
+        by_topology.setdefault(spec.topology, []).append((directory, spec))
+    planned = [entry for group in by_topology.values() for entry in group]
     remaining = [seconds for _directory, spec in planned for seconds in planned_seconds(spec, arms)]
-    with Stack(run_dir, backend=backend, progress=say, lane=lane) as stack:
-        for directory, spec in planned:
-            experiment_dir = run_dir / directory
-            for arm in spec.arms:
-                if arms and arm.profile not in arms:
-                    continue
-                say(f"== {directory}: {arm.profile} arm ==")
-                stack.reset()
-                remaining.pop(0)
-                ArmRun(stack, spec, arm.profile, experiment_dir / arm.profile, say,
-                       remaining_after_s=sum(remaining)).run()
+    for topology, group in by_topology.items():
+        where = lane if topology == "single" else "-".join(part for part in (lane, topology) if part)
+        with Stack(run_dir, backend=backend, progress=say, lane=where, topology=topology) as stack:
+            for directory, spec in group:
+                experiment_dir = run_dir / directory
+                for arm in spec.arms:
+                    if arms and arm.profile not in arms:
+                        continue
+                    say(f"== {directory}: {arm.profile} arm ==")
+                    stack.reset()
+                    remaining.pop(0)
+                    ArmRun(stack, spec, arm.profile, experiment_dir / arm.profile, say,
+                           remaining_after_s=sum(remaining)).run()
 
 
 def write_report(run_dir: Path, say: Callable[[str], None]) -> None:

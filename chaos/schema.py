@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from infra.components import TOPOLOGIES
+
 from . import spec, triggers
 from .faults.base import Param
 from .faults.registry import FAULTS
@@ -170,6 +172,7 @@ def spec_schema() -> dict:
         "warm_up": {"type": "boolean"},
         "cannot_discriminate": _text(),
         "claims": {"type": "array", "items": {"enum": list(_switches())}, "uniqueItems": True},
+        "topology": {"enum": list(TOPOLOGIES), "default": "single"},
     }
     missing = set(spec.TOP_FIELDS) ^ set(properties)
     assert not missing, f"the schema and chaos.spec's top-level fields differ: {sorted(missing)}"

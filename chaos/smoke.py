@@ -61,11 +61,12 @@ def consume_count(bootstrap: str, topic: str, expected: int, timeout: float, gro
     return seen
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication: int = 1, min_insync: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    config = {"min.insync.replicas": str(min_insync)} if replication > 1 else {}
+    admin.create_topics([NewTopic(topic, partitions, replication, config=config)])[topic].result(30)
 
 
 def put_times_ms(client, bucket: str, key: str, payload: bytes, repeats: int = 5) -> list[float]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from .cds import OFF, ClassArchives
+from .errors import InfraError
 from .health import http_ok
 
 # JVM flags for short-lived or light daemons: C1 only and the serial collector start fastest on 2 cores.
@@ -31,26 +32,94 @@ class Runtime:
 
 
 @dataclass(frozen=True)
+class Topology:
+    """How many brokers and Spark workers a stack runs, and the replication its topics get.
+
+    `single` is the one-node stack every incident experiment was written for. `cluster` is shaped like what users
+    run: three KRaft nodes (each broker and controller, so losing one keeps the quorum), topics with replication
+    factor 3 and min.insync.replicas 2 (acks=all still succeeds with one broker down), two Spark workers.
+    """
+
+    name: str
+    brokers: int
+    workers: int
+    replication_factor: int
+    min_insync_replicas: int
+
+    @property
+    def broker_names(self) -> list[str]:
+        """Component (and proxy) names of the brokers: `kafka` alone, or kafka-1 .. kafka-N."""
+        return ["kafka"] if self.brokers == 1 else [f"kafka-{n}" for n in range(1, self.brokers + 1)]
+
+    @property
+    def worker_names(self) -> list[str]:
+        return ["spark-worker"] if self.workers == 1 else [f"spark-worker-{n}" for n in range(1, self.workers + 1)]
+
+
+TOPOLOGIES = {
+    "single": Topology("single", brokers=1, workers=1, replication_factor=1, min_insync_replicas=1),
+    "cluster": Topology("cluster", brokers=3, workers=2, replication_factor=3, min_insync_replicas=2),
+}
+
+
+def topology(name: str) -> Topology:
+    if name not in TOPOLOGIES:
+        raise InfraError(f"unknown topology {name!r}; allowed: {', '.join(TOPOLOGIES)}")
+    return TOPOLOGIES[name]
+
+
+def role_of(component: str) -> str:
+    """The role a component name plays: kafka-2 is a `kafka`, spark-worker-1 a `spark-worker`."""
+    head, _, tail = component.rpartition("-")
+    return head if head and tail.isdigit() else component
+
+
+@dataclass(frozen=True)
+class BrokerPorts:
+    proxy: int       # the broker's Toxiproxy proxy: what it advertises to clients (EXTERNAL)
+    internal: int    # straight to the broker: inter-broker traffic and harness probes
+    external: int    # the proxy's upstream
+    controller: int  # its KRaft controller listener
+
+
+@dataclass(frozen=True)
+class WorkerPorts:
+    port: int
+    ui: int
+
+
+@dataclass(frozen=True)
 class Ports:
     toxiproxy_api: int
-    kafka_proxy: int
-    kafka_internal: int
-    kafka_external: int
-    kafka_controller: int
     s3_proxy: int
     minio: int
     spark_master: int
     spark_master_ui: int
-    spark_worker: int
-    spark_worker_ui: int
     driver_rpc: int
     driver_blocks: int
     s3proxy: int        # the S3 fault proxy's S3 listener: the `s3` Toxiproxy proxy's upstream
     s3proxy_api: int
+    brokers: tuple[BrokerPorts, ...] = ()
+    workers: tuple[WorkerPorts, ...] = ()
+
+    SCALARS = 9  # the fields before `brokers`, in the order allocate() fills them
 
     @classmethod
-    def count(cls) -> int:
-        return len(cls.__dataclass_fields__)
+    def count(cls, shape: "Topology | None" = None) -> int:
+        shape = shape or TOPOLOGIES["single"]
+        return cls.SCALARS + 4 * shape.brokers + 2 * shape.workers
+
+    @classmethod
+    def allocate(cls, numbers: list[int], shape: "Topology | None" = None) -> "Ports":
+        """Ports from `count(shape)` free port numbers: the scalars first (index 2 is MinIO's), then 4 per broker
+        and 2 per worker."""
+        shape = shape or TOPOLOGIES["single"]
+        rest = numbers[cls.SCALARS:]
+        brokers = tuple(BrokerPorts(*rest[4 * n:4 * n + 4]) for n in range(shape.brokers))
+        rest = rest[4 * shape.brokers:]
+        workers = tuple(WorkerPorts(*rest[2 * n:2 * n + 2]) for n in range(shape.workers))
+        scalars = [f for f in cls.__dataclass_fields__ if f not in ("brokers", "workers")]
+        return cls(**dict(zip(scalars, numbers)), brokers=brokers, workers=workers)
 
 
 @dataclass(frozen=True)
@@ -121,39 +190,46 @@ logger.state.level = warn
 """
 
 
-def kafka_properties(ports: Ports, data_dir: Path) -> str:
-    # EXTERNAL is what clients use: it advertises the Toxiproxy listener, so every client connection,
-    # reconnects included, crosses the `kafka` proxy. INTERNAL advertises itself and lets the harness
-    # read offsets and lag while a fault cuts the proxy.
+def kafka_properties(ports: Ports, node: int, data_dir: Path, shape: Topology) -> str:
+    """Broker `node` (1-based) of `shape`: each node is broker and controller, voters are all nodes."""
+    # EXTERNAL is what clients use: it advertises the broker's own Toxiproxy listener, so every client connection,
+    # reconnects included, crosses that broker's proxy. INTERNAL advertises itself: brokers replicate over it and
+    # the harness reads offsets and lag through it while a fault cuts a proxy.
+    me = ports.brokers[node - 1]
+    voters = ",".join(f"{n}@{LOOPBACK}:{b.controller}" for n, b in enumerate(ports.brokers, start=1))
+    rf, isr = shape.replication_factor, shape.min_insync_replicas
     return f"""\
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@{LOOPBACK}:{ports.kafka_controller}
-listeners=INTERNAL://{LOOPBACK}:{ports.kafka_internal},EXTERNAL://{LOOPBACK}:{ports.kafka_external},CONTROLLER://{LOOPBACK}:{ports.kafka_controller}
-advertised.listeners=INTERNAL://{LOOPBACK}:{ports.kafka_internal},EXTERNAL://{LOOPBACK}:{ports.kafka_proxy}
+node.id={node}
+controller.quorum.voters={voters}
+listeners=INTERNAL://{LOOPBACK}:{me.internal},EXTERNAL://{LOOPBACK}:{me.external},CONTROLLER://{LOOPBACK}:{me.controller}
+advertised.listeners=INTERNAL://{LOOPBACK}:{me.internal},EXTERNAL://{LOOPBACK}:{me.proxy}
 listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=INTERNAL
 controller.listener.names=CONTROLLER
 log.dirs={data_dir}
 num.partitions=4
 auto.create.topics.enable=false
-offsets.topic.replication.factor=1
+default.replication.factor={rf}
+min.insync.replicas={isr}
+offsets.topic.replication.factor={rf}
 offsets.topic.num.partitions=4
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor={rf}
+transaction.state.log.min.isr={isr}
+share.coordinator.state.topic.replication.factor={rf}
+share.coordinator.state.topic.min.isr={isr}
 group.initial.rebalance.delay.ms=0
 log.flush.interval.messages=1000000
 """
 
 
-def kafka(runtime: Runtime, ports: Ports, config_dir: Path, ready: Callable[[], bool]) -> LaunchSpec:
-    properties = config_dir / "kafka.properties"
+def kafka(runtime: Runtime, config_dir: Path, ready: Callable[[], bool], name: str = "kafka") -> LaunchSpec:
+    """Broker `name`, configured by config_dir/<name>.properties (kafka_properties)."""
+    properties = config_dir / f"{name}.properties"
     log4j = config_dir / "kafka-log4j2.properties"
     java = [runtime.java, "-cp", runtime.kafka_classpath, f"-Dlog4j2.configurationFile={log4j}"]
     return LaunchSpec(
-        name="kafka",
+        name=name,
         prepare=[*java, *runtime.archives.jvm_options("kafka-format"), *QUICK_JVM, "kafka.tools.StorageTool", "format",
                  "--config", str(properties), "--cluster-id", "chaos-suite-kraft-01", "--ignore-formatted"],
         argv=[*java, *runtime.archives.jvm_options("kafka"), "-Xmx512m", "-XX:+UseSerialGC",
@@ -186,21 +262,27 @@ def spark_master(runtime: Runtime, ports: Ports) -> LaunchSpec:
 
 
 def spark_worker(runtime: Runtime, ports: Ports, work_dir: Path, cores: int, memory: str,
-                 env: dict[str, str] | None = None) -> LaunchSpec:
-    """`env` (the S3 credentials) is inherited by every executor the worker starts."""
+                 env: dict[str, str] | None = None, node: int = 1, name: str = "spark-worker") -> LaunchSpec:
+    """Worker `node` (1-based) of the stack. `env` (the S3 credentials) is inherited by every executor it starts."""
+    mine = ports.workers[node - 1]
     return LaunchSpec(
-        name="spark-worker",
+        name=name,
         argv=_spark_daemon(runtime, "spark-worker", "org.apache.spark.deploy.worker.Worker",
                            [f"spark://{LOOPBACK}:{ports.spark_master}", "--host", LOOPBACK,
-                            "--port", str(ports.spark_worker), "--webui-port", str(ports.spark_worker_ui),
+                            "--port", str(mine.port), "--webui-port", str(mine.ui),
                             "--cores", str(cores), "--memory", memory, "--work-dir", str(work_dir)]),
         env={**_spark_env(runtime), **(env or {})},
-        ready=lambda: _master_alive_workers(ports) >= 1,
+        ready=lambda: _worker_alive(ports, mine),
         timeout=90,
     )
 
 
-def _master_alive_workers(ports: Ports) -> int:
+def _worker_alive(ports: Ports, worker: WorkerPorts) -> bool:
+    """This worker has registered with the master and is ALIVE there."""
+    return _master_alive_workers(ports, port=worker.port) >= 1
+
+
+def _master_alive_workers(ports: Ports, port: int | None = None) -> int:
     """-1 while the master's status page does not answer, else the number of ALIVE workers."""
     import requests
 
@@ -210,4 +292,5 @@ def _master_alive_workers(ports: Ports) -> int:
     body = status.json()
     if body.get("status") != "ALIVE":
         return -1
-    return sum(1 for worker in body.get("workers", []) if worker.get("state") == "ALIVE")
+    return sum(1 for worker in body.get("workers", []) if worker.get("state") == "ALIVE"
+               and (port is None or worker.get("port") == port))

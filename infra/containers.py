@@ -50,7 +50,7 @@ from pathlib import Path
 from . import images
 from .artifacts import ArtifactPaths
 from .cds import ClassArchives
-from .components import LOOPBACK, LaunchSpec, Runtime
+from .components import LOOPBACK, LaunchSpec, Runtime, role_of
 from .errors import ComponentError, InfraError
 from .owners import owner_alive, owner_label, pid_namespace, proc_state, start_ticks
 from .paths import REPO_ROOT
@@ -440,7 +440,7 @@ class ContainersBackend:
         if self._client is None:
             raise InfraError("the containers backend was used before runtime(); start it through infra.stack.Stack")
         component = name.removesuffix("-prepare")
-        image = self.images[IMAGE_OF[component]]
+        image = self.images[IMAGE_OF[role_of(component)]]
         run_dir = self.run_dir or log_path.resolve().parent.parent  # the Stack keeps logs in <run>/logs
         with self._lock:
             self._count += 1
@@ -449,7 +449,7 @@ class ContainersBackend:
                   LABEL_OWNER: self.owner}
         container = _component_container(
             image, f"chaos-{self.run_id}-{name}-{number}", argv, {**env, **_user_env()}, labels,
-            _mounts(run_dir, python=component in NEEDS_PYTHON), log_path, wait_running)
+            _mounts(run_dir, python=role_of(component) in NEEDS_PYTHON), log_path, wait_running)
         return container
 
     def _start(self, container) -> None:

@@ -41,10 +41,11 @@ from .toxiproxy import ToxiproxyClient
 
 _T = TypeVar("_T")
 
-PROXIES = ("kafka", "s3", "spark-driver", "spark-driver-blocks")
+# Proxies besides one per broker (named like the broker: `kafka`, or kafka-1 .. kafka-3 in a cluster).
+PROXIES = ("s3", "spark-driver", "spark-driver-blocks")
 # Launch order where it matters. A worker that registers while the master is still in STANDBY gets
 # MasterInStandby, ignores it and retries only after 5-15 s (Spark's fixed, fuzzed interval): that race
-# made stack starts take 6 s or 16-20 s at random, on both backends.
+# made stack starts take 6 s or 16-20 s at random, on both backends. Keyed by role (infra.components.role_of).
 STARTS_AFTER = {"spark-worker": "spark-master"}
 BUCKET = "chaos"
 
@@ -94,8 +95,8 @@ class StackInfo:
 
     backend: str
     run_dir: str
-    kafka_bootstrap: str          # through the `kafka` proxy: what the job and the workload use
-    kafka_internal_bootstrap: str  # straight to the broker: harness probes that must work during faults
+    kafka_bootstrap: str          # through the brokers' proxies: what the job and the workload use
+    kafka_internal_bootstrap: str  # straight to the brokers: harness probes that must work during faults
     s3_endpoint: str              # through the `s3` proxy (and s3proxy behind it)
     s3_direct_endpoint: str       # straight to MinIO: harness reads that must work during faults
     bucket: str
@@ -110,6 +111,11 @@ class StackInfo:
     start_seconds: dict[str, float] = field(default_factory=dict)
     # Class-data archives for the JVMs drivers start (the driver's own, the executors'): ClassArchives.to_dict()
     class_archives: dict = field(default_factory=dict)
+    topology: str = "single"
+    brokers: list[str] = field(default_factory=lambda: ["kafka"])  # component and proxy names, node 1 first
+    workers: list[str] = field(default_factory=lambda: ["spark-worker"])
+    replication_factor: int = 1   # what the harness creates topics with
+    min_insync_replicas: int = 1
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -155,13 +161,15 @@ class Stack:
                  worker_memory: str = "3g", keep_data: bool = False,
                  progress: Callable[[str], None] = lambda message: None,
                  class_archives: ClassArchives | None = None, lane: str | None = None,
-                 credentials: Credentials | None = None):
+                 credentials: Credentials | None = None, topology: str = "single"):
         self.run_dir = Path(run_dir).resolve()
         # A run's lanes (chaos run --lanes) each start a stack in the same run directory: its files and logs go
         # under stack/<lane>/ and logs/<lane>/; paths recorded relative to the run directory stay valid.
         self.lane = lane
         self.backend = _backend(backend) if isinstance(backend, str) else backend
-        self.worker_cores = worker_cores
+        self.shape = components.topology(topology)
+        # The worker slots are shared out: a cluster's two workers hold as many slots as the single one
+        self.worker_cores = max(1, worker_cores // self.shape.workers)
         self.worker_memory = worker_memory
         self.keep_data = keep_data
         self.progress = progress
@@ -214,13 +222,19 @@ class Stack:
         runtime = self.backend.runtime(host_artifacts, host_archives)
         # Drivers always run on this host; executors run where the backend runs the Spark worker.
         driver_archives = host_archives.only(("driver-",)).merged(runtime.archives.only(("executor-",)))
-        ports = Ports(*free_ports(Ports.count(), hosts=(LOOPBACK, DRIVER_ADVERTISED_HOST)))
+        shape = self.shape
+        ports = Ports.allocate(free_ports(Ports.count(shape), hosts=(LOOPBACK, DRIVER_ADVERTISED_HOST)), shape)
         for directory in ("kafka-data", "minio-data", "spark-work", "config"):
             (self.stack_dir / directory).mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         config = self.stack_dir / "config"
-        (config / "kafka.properties").write_text(components.kafka_properties(ports, self.stack_dir / "kafka-data"))
+        for node, broker in enumerate(shape.broker_names, start=1):
+            self._broker_data(broker).mkdir(parents=True, exist_ok=True)
+            (config / f"{broker}.properties").write_text(
+                components.kafka_properties(ports, node, self._broker_data(broker), shape))
         (config / "kafka-log4j2.properties").write_text(components.KAFKA_LOG4J)
+        for worker in shape.worker_names:
+            self._worker_dir(worker).mkdir(parents=True, exist_ok=True)
         self._toxiproxy = ToxiproxyClient(LOOPBACK, ports.toxiproxy_api)
         self._s3proxy = S3ProxyClient(f"http://{LOOPBACK}:{ports.s3proxy_api}")
 
@@ -229,11 +243,13 @@ class Stack:
             components.toxiproxy(runtime, ports),
             components.minio(runtime, ports, self.stack_dir / "minio-data", self.credentials.access_key,
                              self.credentials.secret_key),
-            components.kafka(runtime, ports, config, ready=lambda: self._kafka_ready(ports)),
+            *(components.kafka(runtime, config, ready=self._kafka_ready(ports, node), name=broker)
+              for node, broker in enumerate(shape.broker_names, start=1)),
             components.spark_master(runtime, ports),
             # Executors inherit the worker's environment: that is how they get the S3 credentials.
-            components.spark_worker(runtime, ports, self.stack_dir / "spark-work", self.worker_cores,
-                                    self.worker_memory, env=self.credentials.as_env()),
+            *(components.spark_worker(runtime, ports, self._worker_dir(worker), self.worker_cores,
+                                      self.worker_memory, env=self.credentials.as_env(), node=node, name=worker)
+              for node, worker in enumerate(shape.worker_names, start=1)),
         ]
         seconds: dict[str, float] = {}
         ready = {spec.name: threading.Event() for spec in specs}
@@ -257,8 +273,8 @@ class Stack:
         self._info = StackInfo(
             backend=self.backend.name,
             run_dir=str(self.run_dir),
-            kafka_bootstrap=f"{LOOPBACK}:{ports.kafka_proxy}",
-            kafka_internal_bootstrap=f"{LOOPBACK}:{ports.kafka_internal}",
+            kafka_bootstrap=",".join(f"{LOOPBACK}:{b.proxy}" for b in ports.brokers),
+            kafka_internal_bootstrap=",".join(f"{LOOPBACK}:{b.internal}" for b in ports.brokers),
             s3_endpoint=f"http://{LOOPBACK}:{ports.s3_proxy}",
             s3_direct_endpoint=f"http://{LOOPBACK}:{ports.minio}",
             bucket=BUCKET,
@@ -274,6 +290,11 @@ class Stack:
             s3proxy_api=self.s3proxy.api,
             start_seconds=seconds,
             class_archives=driver_archives.to_dict(),
+            topology=shape.name,
+            brokers=shape.broker_names,
+            workers=shape.worker_names,
+            replication_factor=shape.replication_factor,
+            min_insync_replicas=shape.min_insync_replicas,
         )
         (self.stack_dir / "stack.json").write_text(self.info.to_json())
         return self.info
@@ -285,8 +306,9 @@ class Stack:
         """
         t0 = time.monotonic()
         log_path = self.log_dir / f"{spec.name}.log"
-        if spec.name in STARTS_AFTER:
-            ready[STARTS_AFTER[spec.name]].wait(spec.timeout)
+        role = components.role_of(spec.name)
+        if role in STARTS_AFTER:
+            ready[STARTS_AFTER[role]].wait(spec.timeout)
         if spec.prepare and not self._closing:
             code = self.backend.run_to_completion(spec.name + "-prepare", spec.prepare, spec.env, log_path,
                                                   timeout=spec.timeout)
@@ -294,7 +316,7 @@ class Stack:
                 raise ComponentError(f"{spec.name} preparation failed with exit {code}; see {log_path}")
         handle = self.adopt(lambda: self.backend.launch(spec, log_path), spec.name)
         self.progress(f"started {spec.name}, waiting until it is ready")
-        if spec.name == "kafka":  # its readiness goes through the proxy
+        if role == "kafka":  # its readiness goes through its proxy
             ready["toxiproxy"].wait(spec.timeout)
         wait_until(spec.name, spec.ready, spec.timeout, log_path,
                    alive=lambda: handle.alive() and not self._closing)
@@ -332,25 +354,36 @@ class Stack:
             raise InfraError(f"cannot restart {component}: the stack was never started")
         return self._bring_up(specs[component], self._ports, ready)
 
+    def _broker_data(self, broker: str) -> Path:
+        return self.stack_dir / "kafka-data" / broker if self.shape.brokers > 1 else self.stack_dir / "kafka-data"
+
+    def _worker_dir(self, worker: str) -> Path:
+        return self.stack_dir / "spark-work" / worker if self.shape.workers > 1 else self.stack_dir / "spark-work"
+
     def _create_proxies(self, ports: Ports) -> None:
         routes = {
-            "kafka": (f"{LOOPBACK}:{ports.kafka_proxy}", f"{LOOPBACK}:{ports.kafka_external}"),
+            **{broker: (f"{LOOPBACK}:{b.proxy}", f"{LOOPBACK}:{b.external}")
+               for broker, b in zip(self.shape.broker_names, ports.brokers)},
             "s3": (f"{LOOPBACK}:{ports.s3_proxy}", f"{LOOPBACK}:{ports.s3proxy}"),
             "spark-driver": (f"{DRIVER_ADVERTISED_HOST}:{ports.driver_rpc}", f"{LOOPBACK}:{ports.driver_rpc}"),
             "spark-driver-blocks": (f"{DRIVER_ADVERTISED_HOST}:{ports.driver_blocks}",
                                     f"{LOOPBACK}:{ports.driver_blocks}"),
         }
-        for name in PROXIES:
+        for name in [*self.shape.broker_names, *PROXIES]:
             listen, upstream = routes[name]
             self.toxiproxy.create_proxy(name, listen=listen, upstream=upstream)
 
     @staticmethod
-    def _kafka_ready(ports: Ports) -> bool:
-        from confluent_kafka.admin import AdminClient
+    def _kafka_ready(ports: Ports, node: int) -> Callable[[], bool]:
+        """Broker `node` answers through its proxy and the cluster's metadata lists it (it has joined)."""
+        def ready() -> bool:
+            from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": f"{LOOPBACK}:{ports.kafka_proxy}", "log_level": 0})
-        metadata = admin.list_topics(timeout=2)
-        return bool(metadata.brokers)
+            admin = AdminClient({"bootstrap.servers": f"{LOOPBACK}:{ports.brokers[node - 1].proxy}",
+                                 "log_level": 0})
+            metadata = admin.list_topics(timeout=2)
+            return node in metadata.brokers
+        return ready
 
     def _create_bucket(self, ports: Ports) -> None:
         client = self.s3_client(direct=True, endpoint=f"http://{LOOPBACK}:{ports.minio}")

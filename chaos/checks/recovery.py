@@ -23,7 +23,7 @@ class RecoveryTime:
 
 # Faults whose effect is over as they act (a kill, a damaged file: the job restarts at once) or that only reshape the
 # workload: recovery is measured from the restarts they cause, and their windows do not hold other recoveries back.
-MOMENTARY_FAULTS = ("process.kill", "checkpoint.corrupt", "data.hot_key", "data.key_rotation")
+MOMENTARY_FAULTS = ("process.kill", "broker.leader_move", "checkpoint.corrupt", "data.hot_key", "data.key_rotation")
 
 
 def _lasting_windows(tl: Timeline) -> list[tuple[float, float]]:

@@ -44,7 +44,7 @@ def _target_path(path: Path) -> Path:
     return path
 
 
-def stack_up(backend: str, target: Path | None, out: Path | None) -> int:
+def stack_up(backend: str, target: Path | None, out: Path | None, topology: str = "single") -> int:
     from infra.stack import Stack
 
     credentials = _credentials_from_env() if target is not None else None
@@ -57,7 +57,8 @@ def stack_up(backend: str, target: Path | None, out: Path | None) -> int:
     _progress(f"run directory: {run_dir}")
     up = False
     try:
-        with Stack(run_dir, backend=backend, progress=_progress, credentials=credentials) as stack:
+        with Stack(run_dir, backend=backend, progress=_progress, credentials=credentials,
+                   topology=topology) as stack:
             if target is not None:
                 from ..target.from_stack import write_target
 

@@ -7,24 +7,38 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from infra.errors import InfraError
 
 from ..spec.fields import EPSILON, Invalid, fmt_seconds
-from .base import BaseFault, FaultKind, Param, params
+from .base import BaseFault, FaultError, FaultKind, Param, params
 
 if TYPE_CHECKING:
     from ..spec.model import Fault
 
-TARGETS = ("kafka", "s3", "spark-driver")
+# `kafka` is every broker's proxy; kafka-1 .. kafka-3 one broker's (topology: cluster)
+TARGETS = ("kafka", "kafka-1", "kafka-2", "kafka-3", "s3", "spark-driver")
 DIRECTIONS = ("upstream", "downstream", "both")
 # `spark-driver` covers both driver ports executors connect to (RPC and block manager).
 PROXIES = {"kafka": ("kafka",), "s3": ("s3",), "spark-driver": ("spark-driver", "spark-driver-blocks")}
 
 
+def proxies_of(fault: BaseFault) -> tuple[str, ...]:
+    """The proxies a target names on this stack: `kafka` is every broker's proxy (one, or kafka-1 .. kafka-3);
+    kafka-N is broker N's alone."""
+    target = fault.fault.target
+    if target == "kafka":
+        return tuple(fault.ctx.stack.info.brokers)
+    if target.startswith("kafka-"):
+        if target not in fault.ctx.stack.info.brokers:
+            raise FaultError(f"this stack has no broker {target} (topology: cluster has kafka-1 .. kafka-3)")
+        return (target,)
+    return PROXIES[target]
+
+
 class ProxyDown(BaseFault):
     def inject(self) -> None:
-        for proxy in PROXIES[self.fault.target]:
+        for proxy in proxies_of(self):
             self.ctx.stack.toxiproxy.set_enabled(proxy, False)
 
     def heal(self) -> None:
-        for proxy in PROXIES[self.fault.target]:
+        for proxy in proxies_of(self):
             self.ctx.stack.toxiproxy.set_enabled(proxy, True)
 
 
@@ -37,7 +51,7 @@ class Flap(BaseFault):
         self._thread.start()
 
     def _set(self, enabled: bool) -> None:
-        for proxy in PROXIES[self.fault.target]:
+        for proxy in proxies_of(self):
             self.ctx.stack.toxiproxy.set_enabled(proxy, enabled)
 
     def _cycle(self) -> None:
@@ -80,7 +94,7 @@ class Toxic(BaseFault):
         return ("upstream", "downstream") if direction == "both" else (direction,)
 
     def _names(self) -> Iterator[tuple[str, str, str]]:
-        for proxy in PROXIES[self.fault.target]:
+        for proxy in proxies_of(self):
             for stream in self._streams():
                 yield proxy, stream, f"chaos-{TOXICS[self.fault.fault][0]}-{stream}"
 

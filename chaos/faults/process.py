@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import threading
 from typing import TYPE_CHECKING, Any, Mapping
@@ -23,36 +24,91 @@ def executor_pids(worker_pid: int) -> list[int]:
     return descendants_running(worker_pid, b"CoarseGrainedExecutorBackend")
 
 
+def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition -> the node id leading it now (-1: none), read straight from the brokers."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    metadata = admin.list_topics(topic, timeout=10)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        raise FaultError(f"cannot read the leaders of topic {topic}: {found.error if found else 'no such topic'}")
+    return {p.id: p.leader for p in found.partitions.values()}
+
+
+def busiest_leader(leaders: Mapping[int, int]) -> int:
+    """The node leading the most partitions (the lowest id on a tie): losing it moves the most leadership."""
+    counts: dict[int, int] = {}
+    for node in leaders.values():
+        if node > 0:
+            counts[node] = counts.get(node, 0) + 1
+    if not counts:
+        raise FaultError("no partition of the job's topic has a leader")
+    return min(counts, key=lambda node: (-counts[node], node))
+
+
 class ProcessFault(BaseFault):
-    def _signal(self, signum: int) -> None:
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._kills_so_far = 0
+        self._rng = random.Random(f"{self.ctx.seed}:{self.fault.fault}:{self.fault.target}:{self.fault.at}")
+
+    def servers(self) -> list[str]:
+        """The server component(s) this firing acts on: MinIO, or the broker its `broker` param names: a node number,
+        `leader` (the one leading the most partitions of the job's topic now) or `each` (the brokers in turn)."""
+        if self.fault.target == "minio":
+            return ["minio"]
+        brokers = self.ctx.stack.info.brokers
+        which = self.params.get("broker", "leader")
+        if which == "each":
+            return [brokers[self._kills_so_far % len(brokers)]]
+        if which == "leader":
+            if len(brokers) == 1:
+                return brokers[:1]
+            node = busiest_leader(partition_leaders(self.ctx.stack.info.kafka_internal_bootstrap,
+                                                    self.ctx.arm.state.topic))
+            return [brokers[node - 1]]
+        return [brokers[int(which) - 1]]
+
+    def _signal(self, signum: int) -> list[str]:
+        """Send `signum`; the names of what it reached (recorded, so a report says which broker or executor)."""
         target, stack = self.fault.target, self.ctx.stack
         if target == "job-driver":
             job = self.ctx.arm.job
             if job is None or not job.alive():
                 raise FaultError("the job driver is not running")
             job.signal(signum)  # the whole group: the Python driver and its JVM
-        elif target == "executor":
-            worker = stack.handles.get("spark-worker")
-            worker_pid = getattr(worker, "pid", None)  # a local process group, or a container's init on this host
-            if worker_pid is None:
-                raise FaultError("executor faults need the worker's processes visible on this host (a Docker engine "
-                                 "in another PID namespace hides them)")
-            pids = executor_pids(worker_pid)
+            return ["job-driver"]
+        if target == "executor":
+            pids = []
+            for worker in stack.info.workers:
+                # a local process group, or a container's init on this host
+                worker_pid = getattr(stack.handles.get(worker), "pid", None)
+                if worker_pid is None:
+                    raise FaultError("executor faults need the worker's processes visible on this host (a Docker "
+                                     "engine in another PID namespace hides them)")
+                pids += [(worker, pid) for pid in executor_pids(worker_pid)]
             if not pids:
                 raise FaultError("no Spark executor of this run is running")
-            for pid in pids:
+            if self.params.get("executors", "all") == "one":  # one of several, chosen by the experiment's seed
+                pids = [self._rng.choice(sorted(pids))]
+            self._executor_pids = [pid for _worker, pid in pids]
+            for _worker, pid in pids:
                 os.kill(pid, signum)
-        else:
-            component = {"broker": "kafka", "minio": "minio"}[target]
+            return [f"executor {pid} on {worker}" for worker, pid in pids]
+        hit = self.servers()
+        for component in hit:
             stack.handles[component].signal(signum)
+        return hit
 
 
 class Kill(ProcessFault):
     """Killed `count` times, `interval` apart. A killed job driver is restarted at once, as a platform (a
     Kubernetes deployment, a YARN retry) would; a killed broker or MinIO is restarted in place by the stack (same
-    ports, same data), as its supervisor would; heal makes sure it runs. The worker relaunches executors."""
+    ports, same data), as its supervisor would: at once, or (`restart: at_heal`) only when the fault heals, so it
+    stays lost for the fault's window; heal makes sure it runs. The worker relaunches executors."""
 
-    SERVERS = {"broker": "kafka", "minio": "minio"}
+    SERVERS = ("broker", "minio")
 
     @property
     def firings(self) -> int:
@@ -71,8 +127,13 @@ class Kill(ProcessFault):
             self._thread = threading.Thread(target=lambda: None, name="kill", daemon=True)
             self._thread.start()
             self._record("injected")
-        self._signal(self.params["signal"])
-        self.ctx.history.job("exited", self.fault.target, cause=f"signal {self.params['signal']}")
+        self._kill()
+
+    def _kill(self) -> None:
+        hit = self._signal(self.params["signal"])
+        self._down = [name for name in hit if self.fault.target in self.SERVERS]
+        self._kills_so_far += 1
+        self.ctx.history.job("exited", self.fault.target, cause=f"signal {self.params['signal']}", hit=hit)
 
     def after_fire(self) -> None:
         self._restart_if_down(just_killed=True)
@@ -89,8 +150,7 @@ class Kill(ProcessFault):
             for n in range(count):
                 if n and self._between.wait(interval):
                     return
-                self._signal(self.params["signal"])
-                self.ctx.history.job("exited", self.fault.target, cause=f"signal {self.params['signal']}")
+                self._kill()
                 self._restart_if_down(just_killed=True)
         except InfraError as exc:
             self.ctx.history.error(f"kill of {self.fault.target}: {exc}")
@@ -99,15 +159,22 @@ class Kill(ProcessFault):
         """Restart the target if it is down. Right after a kill, wait (briefly) for the process to be gone first;
         a heal only looks."""
         if self.fault.target in self.SERVERS:
-            component = self.SERVERS[self.fault.target]
-            handle = self.ctx.stack.handles[component]
-            for _ in range(100):  # a SIGKILLed process group takes a moment to be gone
+            if just_killed and self.params.get("restart") == "at_heal":
+                return  # lost until the fault heals
+            components = getattr(self, "_down", []) if just_killed else list(self.ctx.stack.handles)
+            for component in components:
+                if component not in self.ctx.stack.info.brokers and component != "minio":
+                    continue
+                handle = self.ctx.stack.handles[component]
+                # a SIGKILLed process group takes a moment to be gone; a broker's controlled shutdown (SIGTERM) longer
+                for _ in range(300 if self.params["signal"] == 15 else 100):
+                    if not handle.alive():
+                        break
+                    self._between.wait(0.1)
                 if not handle.alive():
-                    break
-                self._between.wait(0.1)
-            if not handle.alive():
-                seconds = self.ctx.stack.restart(component)
-                self.ctx.history.job("restarted", self.fault.target, ready_after_s=round(seconds, 1))
+                    seconds = self.ctx.stack.restart(component)
+                    self.ctx.history.job("restarted", self.fault.target, ready_after_s=round(seconds, 1),
+                                         component=component)
             return
         if self.fault.target != "job-driver":
             return  # the worker relaunches lost executors itself
@@ -124,7 +191,18 @@ class Kill(ProcessFault):
         self._restart_if_down()
 
 
+def _validate_targeting(fault: Fault, path: tuple[str, ...]) -> None:
+    """`broker` picks a broker, `executors` executors, `restart` when a killed server comes back."""
+    p: Mapping[str, Any] = fault.params
+    for name, default, applies in (("broker", "leader", ("broker",)), ("executors", "all", ("executor",)),
+                                   ("restart", "at_once", ("broker", "minio"))):
+        if p.get(name, default) != default and fault.target not in applies:
+            raise Invalid(path + ("params", name), f"applies to target {' or '.join(applies)}, not {fault.target}",
+                          f"no {name} for {fault.target}")
+
+
 def _validate_kill(fault: Fault, path: tuple[str, ...]) -> None:
+    _validate_targeting(fault, path)
     p: Mapping[str, Any] = fault.params
     if p["interval"] is None:
         return
@@ -140,20 +218,44 @@ def _validate_kill(fault: Fault, path: tuple[str, ...]) -> None:
 
 class Pause(ProcessFault):
     def inject(self) -> None:
-        self._signal(signal.SIGSTOP)
+        self._paused = self._signal(signal.SIGSTOP)
 
     def heal(self) -> None:
-        self._signal(signal.SIGCONT)
+        # continue what was stopped, not whoever leads now or another executor the seed would draw
+        if self.fault.target in ("broker", "minio"):
+            for component in getattr(self, "_paused", []):
+                self.ctx.stack.handles[component].signal(signal.SIGCONT)
+        elif self.fault.target == "executor":
+            for pid in getattr(self, "_executor_pids", []):
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        else:
+            self._signal(signal.SIGCONT)
 
+
+# Which broker (of a cluster's three; `single` has one), which executors (of every worker's).
+_TARGETING = {
+    "broker": Param("int", "broker target: a node number, `leader` (leading the most partitions of the job's "
+                    "topic when it fires) or `each` (the brokers in turn, one per kill: a rolling restart)",
+                    default="leader", minimum=1, maximum=3, words=("leader", "each")),
+    "executors": Param("choice", "executor target: every executor of the run, or one (chosen by the seed)",
+                       default="all", choices=("all", "one")),
+}
 
 KINDS = (
     FaultKind("process.kill", "the process is killed `count` times, `interval` apart (default: spread evenly over "
               "the fault); heal restarts whatever is still down", TARGETS, params(
-                  signal=Param("choice", "signal sent", default=9, choices=(9, 15)),
+                  signal=Param("choice", "signal sent (15 lets a broker shut down cleanly, moving its leadership "
+                               "first)", default=9, choices=(9, 15)),
                   count=Param("int", "number of kills", default=1, minimum=1),
                   interval=Param("duration", "time between kills (default: duration / count)", minimum=0.001,
                                  scaled=True),
+                  restart=Param("choice", "when a killed broker or MinIO comes back: at once, or when the fault "
+                                "heals (lost for its window)", default="at_once", choices=("at_once", "at_heal")),
+                  **_TARGETING,
               ), implementation=Kill, validate=_validate_kill, triggerable=True, instant=True, momentary=True),
     FaultKind("process.pause", "the process is stopped (SIGSTOP) for the fault's duration, then continued",
-              TARGETS, implementation=Pause, triggerable=True),
+              TARGETS, params(**_TARGETING), implementation=Pause, validate=_validate_targeting, triggerable=True),
 )

@@ -13,6 +13,7 @@ import re
 from types import MappingProxyType
 from typing import Callable, Mapping, TypeGuard
 
+from infra.components import TOPOLOGIES
 from job.settings import STATE_IMPLS
 
 from .. import triggers
@@ -30,7 +31,7 @@ from .targets import TARGET_PARAMS
 # -- sections ------------------------------------------------------------------------------------------------
 
 TOP_FIELDS = ("name", "description", "incident", "seed", "workload", "job", "phases", "faults", "probes", "arms", "warm_up",
-        "cannot_discriminate", "claims")
+        "cannot_discriminate", "claims", "topology")
 TOP_REQUIRED = ("name", "description", "incident", "seed", "workload", "phases", "faults", "arms")
 SHAPE_PARAMS = {"zipf": ("zipf_s",), "hot_key": ("hot_key_share",),
                  "rotating": ("rotation_live_actors", "rotation_gap")}
@@ -445,7 +446,9 @@ def parse_experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
     if not NAME_RE.match(name):
         raise Invalid(("name",), f"{show(name)} is not a valid name", NAME_HELP)
     phases = _phases(top["phases"], scale)
+    topology = choice(top.get("topology", "single"), ("topology",), tuple(TOPOLOGIES))
     faults = _faults(top["faults"], phases.inject, scale)
+    _check_topology(faults, topology)
     raw_probes = top.get("probes", [])
     if not isinstance(raw_probes, list) or len(raw_probes) > MAX_ITEMS:
         raise Invalid(("probes",), f"{show(raw_probes)} is not a list of at most {MAX_ITEMS}", "a list of probes")
@@ -469,7 +472,22 @@ def parse_experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
         cannot_discriminate=(nonempty_text(top["cannot_discriminate"], ("cannot_discriminate",))
                              if "cannot_discriminate" in top else None),
         claims=_claims(top.get("claims", [])),
+        topology=topology,
     )
+
+
+def _check_topology(faults: tuple[Fault, ...], topology: str) -> None:
+    """A fault that names one broker of several needs a stack that has them."""
+    brokers = TOPOLOGIES[topology].brokers
+    for i, fault in enumerate(faults):
+        if fault.target.startswith("kafka-") and brokers == 1:
+            raise Invalid(("faults", str(i), "target"), f"{fault.target} names one broker of a cluster, and this "
+                          f"experiment runs on a {topology} stack", "kafka; or topology: cluster")
+        broker = fault.params.get("broker")
+        if fault.target == "broker" and isinstance(broker, int) and broker > brokers:
+            raise Invalid(("faults", str(i), "params", "broker"), f"broker {broker} on a {topology} stack of "
+                          f"{brokers} broker{'s' if brokers > 1 else ''}",
+                          f"{'1' if brokers == 1 else f'1..{brokers}'}, leader or each; or topology: cluster")
 
 
 def _claims(raw: object) -> tuple[str, ...]:

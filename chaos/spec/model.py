@@ -199,6 +199,9 @@ class ExperimentSpec:
     # The hardening switches (chaos/switches.py) this experiment exists to need: `chaos mutate` turns each off in
     # turn and the hardened arm must then fail an outcome check.
     claims: tuple[str, ...] = ()
+    # The stack it runs on (infra.components.TOPOLOGIES): `single` (one broker, one Spark worker) or `cluster`
+    # (three KRaft brokers, replication factor 3 and min.insync.replicas 2; two Spark workers).
+    topology: str = "single"
 
     def arm(self, profile: str) -> Arm:
         for arm in self.arms:
@@ -321,7 +324,8 @@ def _arm_from_plain(d: Mapping) -> Arm:
 
 
 def _spec_from_plain(d: Mapping) -> ExperimentSpec:
-    d = _known(d, ExperimentSpec, optional=("warm_up", "cannot_discriminate", "require_discrimination", "claims"))
+    d = _known(d, ExperimentSpec, optional=("warm_up", "cannot_discriminate", "require_discrimination", "claims",
+                                            "topology"))
     faults = [_known(f, Fault, optional=("on",)) for f in d["faults"]]
     return ExperimentSpec(
         source=d["source"], scale=d["scale"], name=d["name"], description=d["description"],
@@ -340,6 +344,7 @@ def _spec_from_plain(d: Mapping) -> ExperimentSpec:
         cannot_discriminate=d.get("cannot_discriminate"),
         require_discrimination=d.get("require_discrimination", False),
         claims=tuple(d.get("claims", ())),
+        topology=d.get("topology", "single"),
     )
 
 

@@ -35,11 +35,14 @@ def local_hooks(stack: Stack) -> dict[str, dict[str, str]]:
     if stack.backend.name != "local":
         return {}
     hooks = {}
+    # A hook is one command per role: on a cluster it would have to pick one broker of three or one worker of two,
+    # which a target's hooks cannot say yet (docs/targets.md), so a cluster gets MinIO's hook only.
+    single = stack.info.topology == "single"
     for role, component in (("broker", "kafka"), ("minio", "minio")):
-        pid = stack.handles[component].pid
-        if pid is not None:
-            hooks[role] = {"signal": f"kill -s {{signal}} -- -{pid}"}
-    worker = stack.handles["spark-worker"].pid
+        handle = stack.handles.get(component) if single or role == "minio" else None
+        if handle is not None and handle.pid is not None:
+            hooks[role] = {"signal": f"kill -s {{signal}} -- -{handle.pid}"}
+    worker = stack.handles["spark-worker"].pid if single else None
     if worker is not None:
         hooks["executor"] = {"signal": f"pkill --signal {{signal}} -s {worker} -f {EXECUTOR_MARKER}"}
     return hooks
@@ -51,7 +54,7 @@ def stack_target(stack: Stack, name: str, source: str) -> Target:
     conf = {key: value for key, value in cluster_conf(info).items() if key != "spark.master"}
     doc = {
         "name": name,
-        "kafka": {"bootstrap_servers": [info.kafka_bootstrap]},
+        "kafka": {"bootstrap_servers": info.kafka_bootstrap.split(",")},
         "s3": {"endpoint": info.s3_endpoint, "tls": False, "bucket": info.bucket, "region": S3_REGION,
                "path_style": True},
         "spark": {"master": info.spark_master, "master_ui": info.spark_master_ui, "deploy_mode": "client",

@@ -52,7 +52,7 @@ def containers_backend(tmp_path):
 
 def _toxiproxy_spec(backend: ContainersBackend) -> tuple[LaunchSpec, int]:
     """The stack's own Toxiproxy command (infra/components.py) with the in-image paths."""
-    ports = Ports(*free_ports(Ports.count()))
+    ports = Ports.allocate(free_ports(Ports.count()))
     return toxiproxy(backend.runtime_paths, ports), ports.toxiproxy_api
 
 

@@ -154,7 +154,7 @@ def test_a_port_taken_under_the_stack_is_one_line_naming_the_component(tmp_path,
 
     def with_minio_port_taken(count, hosts):
         ports = real(count, hosts=hosts)
-        ports[6] = taken  # Ports field 6 is MinIO's
+        ports[2] = taken  # Ports.allocate: number 2 is MinIO's
         return ports
 
     monkeypatch.setattr(infra.stack, "free_ports", with_minio_port_taken)

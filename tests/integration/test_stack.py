@@ -34,7 +34,7 @@ def test_every_component_is_up_on_loopback(stack):
     info = stack.info
     assert set(stack.handles) == {"toxiproxy", "s3proxy", "minio", "kafka", "spark-master", "spark-worker"}
     assert all(handle.alive() for handle in stack.handles.values())
-    assert set(stack.toxiproxy.proxies()) == set(PROXIES)
+    assert set(stack.toxiproxy.proxies()) == {*stack.info.brokers, *PROXIES}
     for proxy in info.proxies.values():
         host, port = proxy["listen"].rsplit(":", 1)
         assert host.startswith("127."), proxy

@@ -48,7 +48,7 @@ def test_the_former_modules_still_import():
 
 def test_the_families_keep_their_order():
     # the order of `allowed:` in an unknown fault's error and of the schema's faults
-    assert [f.__name__.rpartition(".")[2] for f in registry.FAMILIES] == ["network", "process", "checkpoint", "data",
+    assert [f.__name__.rpartition(".")[2] for f in registry.FAMILIES] == ["network", "process", "broker", "checkpoint", "data",
                                                                           "s3"]
 
 

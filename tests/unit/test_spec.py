@@ -136,8 +136,20 @@ def _append_fault(fault):
 CORPUS = [
     ("unknown field", _set("colour", "red"),
      "colour: unknown field; allowed: name, description, incident, seed, workload, job, phases, faults, probes, arms, "
-     "warm_up, cannot_discriminate, claims"),
+     "warm_up, cannot_discriminate, claims, topology"),
     ("missing field", lambda d: d.pop("seed"), "seed: missing; allowed: seed is required here"),
+    ("unknown topology", _set("topology", "mesh"), "topology: 'mesh' is not valid; allowed: single | cluster"),
+    ("one broker of a cluster on a single stack", _set("faults", 0, "target", "kafka-2"), "faults.0.target: kafka-2 names one broker of a cluster, and this experiment runs on a single stack; "
+     "allowed: kafka; or topology: cluster"),
+    ("broker 3 on a single stack", _append_fault({"fault": "process.kill", "target": "broker", "at": "6s",
+                                                  "duration": "5s", "params": {"broker": 3}}), "faults.1.params.broker: broker 3 on a single stack of 1 broker; "
+     "allowed: 1, leader or each; or topology: cluster"),
+    ("executors of a broker kill", _append_fault({"fault": "process.kill", "target": "broker", "at": "6s",
+                                                  "duration": "5s", "params": {"executors": "one"}}), "faults.1.params.executors: applies to target executor, not broker; allowed: no executors for broker"),
+    ("an executor restarted at heal", _append_fault({"fault": "process.kill", "target": "executor", "at": "6s",
+                                                     "duration": "5s", "params": {"restart": "at_heal"}}), "faults.1.params.restart: applies to target broker or minio, not executor; allowed: no restart for executor"),
+    ("a broker beyond three", _append_fault({"fault": "process.pause", "target": "broker", "at": "6s",
+                                             "duration": "5s", "params": {"broker": 4}}), "faults.1.params.broker: 4 is not valid; allowed: an integer >= 1 and <= 3 or leader or each"),
     ("bad duration", _set("phases", "steady", "10 parsecs"),
      "phases.steady: '10 parsecs' is not a duration; allowed: a duration like 500ms, 30s, 2m, 1h or a number of "
      "seconds"),
@@ -150,7 +162,7 @@ CORPUS = [
     ("unknown fault", _set("faults", 0, "fault", "network.explode"),
      f"faults.0.fault: unknown fault 'network.explode'; allowed: {KIND_NAMES}"),
     ("bad fault target", _set("faults", 0, "target", "zookeeper"),
-     "faults.0.target: 'zookeeper' is not valid; allowed: kafka | s3 | spark-driver"),
+     "faults.0.target: 'zookeeper' is not valid; allowed: kafka | kafka-1 | kafka-2 | kafka-3 | s3 | spark-driver"),
     ("unknown target", _set("arms", "hardened", "targets", "speed", 1),
      "arms.hardened.targets.speed: unknown field; allowed: " + ", ".join(EVERY_TARGET)),
     ("bad param", _append_fault({"fault": "network.bandwidth", "target": "s3", "params": {"rate_kbps": -5}}),
@@ -249,9 +261,9 @@ RAW_CORPUS = [
                                       "a YAML mapping"),
     ("not a mapping", "- a\n- b\n", "(document): must be a mapping, got ['a', 'b']; allowed: a mapping of name, "
                                     "description, incident, seed, workload, job, phases, faults, probes, arms, warm_up, "
-                                    "cannot_discriminate, claims"),
+                                    "cannot_discriminate, claims, topology"),
     ("empty file", "", "(document): must be a mapping, got None; allowed: a mapping of name, description, incident, "
-                       "seed, workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims"),
+                       "seed, workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims, topology"),
 ]
 
 
@@ -284,7 +296,7 @@ def _suite(tmp_path: Path, entries: list, **top) -> Path:
 SUITE_CORPUS = [
     ("an override of an unknown field", [{"path": "exp.yaml", "overrides": {"colour": 1}}],
      "{suite}: experiments.0.overrides.colour: unknown field; allowed: name, description, incident, seed, "
-     "workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims"),
+     "workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims, topology"),
     ("an invalid override value", [{"path": "exp.yaml", "overrides": {"workload": {"rate": -1}}}],
      "{suite}: experiments.0.overrides.workload.rate: -1 is not valid; allowed: a number > 0 and <= 100000"),
     ("an override that replaces a list", [{"path": "exp.yaml", "overrides": {"faults": [{"fault": "nope"}]}}],

@@ -1,0 +1,70 @@
+"""Broker faults that need no process to die: partition leadership moved to another in-sync replica while the job
+reads and the workload writes (a controller's rebalance, an operator's reassignment, a rack drained)."""
+from __future__ import annotations
+
+import threading
+
+from infra.errors import InfraError
+from infra.kafka_admin import move_leaders
+
+from .base import BaseFault, FaultError, FaultKind, Param, params
+
+
+class LeaderMove(BaseFault):
+    """`count` moves, `interval` apart (default: spread over the fault), or one per lifecycle event (`on:`). Each
+    moves every partition of the job's topic to its next in-sync replica; the lines of what moved are recorded."""
+
+    @property
+    def firings(self) -> int:
+        return self.params["count"]
+
+    def _move(self) -> None:
+        if len(self.ctx.stack.info.brokers) < 2:
+            raise FaultError("a leader move needs a cluster: this stack has one broker (topology: cluster)")
+        try:
+            moved = move_leaders(self.ctx.stack.info.kafka_internal_bootstrap, self.ctx.arm.state.topic)
+        except InfraError as exc:
+            raise FaultError(str(exc)) from None
+        self.ctx.history.job("leaders_moved", "broker", moved=moved)
+
+    def fire(self) -> None:
+        if not self.injected:
+            self._record("injecting")
+            self.injected = True
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=lambda: None, name="leader-move", daemon=True)
+            self._thread.start()
+            self._record("injected")
+        self._move()
+
+    def inject(self) -> None:
+        count = self.params["count"]
+        interval = self.params.get("interval") or self.fault.duration / count
+        self._stop = threading.Event()
+        self._move()  # the first at once, so an error is the inject's
+        self._thread = threading.Thread(target=self._more, args=(count - 1, interval), name="leader-move",
+                                        daemon=True)
+        self._thread.start()
+
+    def _more(self, count: int, interval: float) -> None:
+        try:
+            for _ in range(count):
+                if self._stop.wait(interval):
+                    return
+                self._move()
+        except InfraError as exc:
+            self.ctx.history.error(f"leader move: {exc}")
+
+    def heal(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+KINDS = (
+    FaultKind("broker.leader_move", "every partition of the job's topic gets a new leader (its next in-sync replica) "
+              "`count` times, `interval` apart; no broker stops (topology: cluster)", ("broker",), params(
+                  count=Param("int", "number of moves", default=1, minimum=1, maximum=100),
+                  interval=Param("duration", "time between moves (default: duration / count)", minimum=0.001,
+                                 scaled=True),
+              ), implementation=LeaderMove, triggerable=True, instant=True, momentary=True),
+)

@@ -1,0 +1,108 @@
+"""The cluster topology for real: three KRaft brokers (each behind its own proxy), replication factor 3 with
+min.insync.replicas 2, two Spark workers; a broker lost and back, leadership moved, and a clean teardown.
+
+One cluster stack for the module (it starts in ~9 s). Local backend only: the containers backend runs the same
+component commands (infra/components.py), and its per-role images are covered by test_stack's containers run.
+"""
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from chaos.faults.process import busiest_leader, partition_leaders
+from chaos.smoke import create_topic
+from infra.kafka_admin import move_leaders
+from infra.ports import listening
+from infra.stack import PROXIES, Stack
+from tests.leftovers import pids_of
+
+pytestmark = [pytest.mark.integration]
+
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("cluster")
+    with Stack(run_dir, topology="cluster") as stack:
+        yield stack
+    assert pids_of(run_dir) == [], "the cluster left processes behind"
+
+
+def _partitions(stack: Stack, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": stack.info.kafka_internal_bootstrap, "log_level": 0}) \
+        .list_topics(topic, timeout=10)
+    return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.topics[topic].partitions.values()}
+
+
+def _produce(stack: Stack, topic: str, count: int) -> int:
+    """Records acknowledged by acks=all through the brokers' proxies (what the workload does)."""
+    from confluent_kafka import Producer
+
+    acknowledged = []
+    producer = Producer({"bootstrap.servers": stack.info.kafka_bootstrap, "acks": "all", "enable.idempotence": True,
+                         "log_level": 0, "message.timeout.ms": 30000})
+    for n in range(count):
+        producer.produce(topic, key=str(n).encode(), value=b"x",
+                         on_delivery=lambda err, msg: acknowledged.append(err is None))
+    producer.flush(40)
+    return sum(acknowledged)
+
+
+def test_three_brokers_two_workers_each_broker_behind_its_own_proxy(cluster):
+    info = cluster.info
+    assert (info.topology, info.brokers, info.workers) == ("cluster", ["kafka-1", "kafka-2", "kafka-3"],
+                                                           ["spark-worker-1", "spark-worker-2"])
+    assert set(cluster.handles) == {"toxiproxy", "s3proxy", "minio", "kafka-1", "kafka-2", "kafka-3",
+                                    "spark-master", "spark-worker-1", "spark-worker-2"}
+    assert set(cluster.toxiproxy.proxies()) == {*info.brokers, *PROXIES}
+    assert len(info.kafka_bootstrap.split(",")) == 3
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": info.kafka_bootstrap, "log_level": 0}).list_topics(timeout=10)
+    advertised = {node: f"{b.host}:{b.port}" for node, b in metadata.brokers.items()}
+    assert advertised == {n: info.proxies[f"kafka-{n}"]["listen"] for n in (1, 2, 3)}
+    for proxy in info.proxies.values():
+        host, port = proxy["listen"].rsplit(":", 1)
+        assert host.startswith("127.") and listening(host, int(port))
+    import requests
+
+    workers = requests.get(f"{info.spark_master_ui}/json/", timeout=5).json()["workers"]
+    assert [w["state"] for w in workers] == ["ALIVE", "ALIVE"] and sum(w["cores"] for w in workers) == 4
+
+
+def test_a_topic_is_replicated_three_times_and_writes_survive_one_broker_lost(cluster):
+    topic = "lost-one"
+    create_topic(cluster.info.kafka_internal_bootstrap, topic, PARTITIONS, cluster.info.replication_factor,
+                 cluster.info.min_insync_replicas)
+    assert all(len(replicas) == 3 for _leader, replicas, _isr in _partitions(cluster, topic).values())
+    victim = busiest_leader(partition_leaders(cluster.info.kafka_internal_bootstrap, topic))
+    name = f"kafka-{victim}"
+    cluster.handles[name].signal(signal.SIGKILL)
+    try:
+        # two of three replicas are in sync: acks=all still succeeds (min.insync.replicas 2)
+        assert _produce(cluster, topic, 200) == 200
+        leaders = {leader for leader, _replicas, _isr in _partitions(cluster, topic).values()}
+        assert victim not in leaders and -1 not in leaders
+    finally:
+        cluster.restart(name)
+    deadline = time.monotonic() + 60
+    while any(len(isr) < 3 for _leader, _replicas, isr in _partitions(cluster, topic).values()):
+        assert time.monotonic() < deadline, f"{name} did not rejoin the in-sync replicas: {_partitions(cluster, topic)}"
+        time.sleep(1)
+
+
+def test_leadership_moves_to_another_in_sync_replica_with_no_broker_stopped(cluster):
+    topic = "moved"
+    create_topic(cluster.info.kafka_internal_bootstrap, topic, PARTITIONS, 3, 2)
+    before = {p: leader for p, (leader, _r, _i) in _partitions(cluster, topic).items()}
+    moved = move_leaders(cluster.info.kafka_internal_bootstrap, topic)
+    after = {p: leader for p, (leader, _r, _i) in _partitions(cluster, topic).items()}
+    assert len(moved) == PARTITIONS and all(line.startswith("moved ") for line in moved), moved
+    assert all(after[p] != before[p] and after[p] > 0 for p in before), (before, after)
+    assert all(handle.alive() for handle in cluster.handles.values())
+    assert _produce(cluster, topic, 50) == 50
