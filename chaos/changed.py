@@ -33,6 +33,8 @@ KIND_FILES: Mapping[str, tuple[str, ...]] = {
     "chaos/checkpoint_damage.py": ("checkpoint.corrupt",),
     "infra/s3proxy.py": ("s3.",),
     "infra/s3proxy/*": ("s3.",),
+    "infra/kafka_admin.py": ("broker.leader_move",),
+    "infra/kafka_admin/*": ("broker.leader_move",),
 }
 # Code that lifecycle triggers (`on:`) run on; s3proxy sees the job's requests for them.
 TRIGGER_FILES = ("chaos/triggers.py", "chaos/lifecycle.py", "infra/s3proxy.py", "infra/s3proxy/*")

@@ -1,6 +1,7 @@
 """Benchmarks of the stack itself (docs/benchmarks.md), each on a stack it starts:
 
     python -m infra.bench start [--rounds 3]      warm stack start, local and containers alternating
+    python -m infra.bench topology [--rounds 3]   warm start and resident memory, single and cluster alternating
     python -m infra.bench s3proxy [--samples 50] [--delay-ms 200] [--backend local] [--json]
                                                   GET/PUT latency through the S3 chain, no rule vs a PUT-only delay
 
@@ -55,6 +56,58 @@ def bench_start(rounds: int = 3, backends: tuple[str, ...] = ("local", "containe
     if "local" in summary and "containers" in summary:
         summary["ratio_containers_to_local"] = round(summary["containers"]["median_total_start_s"]
                                                      / summary["local"]["median_total_start_s"], 2)
+    return summary
+
+
+# -- benchmark: the cluster topology against the single node, one run ----------------------------------------
+def _resident_mib(pgids: list[int]) -> float:
+    """Resident memory of every process in these process groups (a local stack's components), in MiB."""
+    from .procs import members
+
+    total_kib = 0
+    for pid in (pid for pgid in pgids for pid in members(pgid)):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total_kib += int(line.split()[1])
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return round(total_kib / 1024, 1)
+
+
+def bench_topology(rounds: int = 3, out: Path | None = None,
+                   progress=lambda message: print(f"[bench] {message}", file=sys.stderr, flush=True)) -> dict:
+    """Start and stop a local Stack `rounds` times per topology, alternating (both see the same machine load), after
+    one unmeasured warm start each; the median start, and the resident memory of the stack's processes 10 s after
+    it is up (servers idle: no job)."""
+    import statistics
+    import tempfile
+
+    from .stack import Stack
+
+    base = Path(out or tempfile.mkdtemp(prefix="chaos-bench-topology-"))
+    progress(f"run directories (logs) under {base}")
+    results: dict[str, list[dict]] = {"single": [], "cluster": []}
+    for round_number in range(rounds + 1):
+        for topology in results:
+            with Stack(base / f"{topology}-{round_number}", topology=topology) as stack:
+                seconds = stack.info.start_seconds["total"]
+                time.sleep(10)
+                memory = _resident_mib([h.pid for h in stack.handles.values() if h.pid is not None])
+            if round_number == 0:
+                progress(f"{topology}: warm-up start {seconds:.1f} s (not counted)")
+                continue
+            results[topology].append({"start_s": seconds, "resident_mib": memory})
+            progress(f"{topology}: round {round_number}: start {seconds:.1f} s, resident {memory:.0f} MiB")
+    summary: dict[str, object] = {
+        topology: {"median_start_s": statistics.median(r["start_s"] for r in runs),
+                   "median_resident_mib": statistics.median(r["resident_mib"] for r in runs), "rounds": runs}
+        for topology, runs in results.items()}
+    single, cluster = summary["single"], summary["cluster"]
+    assert isinstance(single, dict) and isinstance(cluster, dict)
+    summary["ratio_cluster_to_single_start"] = round(cluster["median_start_s"] / single["median_start_s"], 2)
+    summary["ratio_cluster_to_single_memory"] = round(cluster["median_resident_mib"] / single["median_resident_mib"],
+                                                      2)
     return summary
 
 
@@ -150,6 +203,8 @@ def main(argv: list[str]) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("start", help="warm stack start, local and containers alternating")
     start.add_argument("--rounds", type=int, default=3)
+    shapes = commands.add_parser("topology", help="warm start and memory, single and cluster alternating")
+    shapes.add_argument("--rounds", type=int, default=3)
     bench_cmd = commands.add_parser("s3proxy", help="GET/PUT latency through the chain, no rule vs a PUT-only delay")
     bench_cmd.add_argument("--samples", type=int, default=50)
     bench_cmd.add_argument("--delay-ms", type=int, default=200)
@@ -157,13 +212,14 @@ def main(argv: list[str]) -> int:
     bench_cmd.add_argument("--out", type=Path, help="run directory (logs); default: a new temporary directory")
     bench_cmd.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if args.command == "start":
+    if args.command in ("start", "topology"):
         try:
-            print(json.dumps(bench_start(args.rounds), indent=2))
+            measure = bench_start if args.command == "start" else bench_topology
+            print(json.dumps(measure(args.rounds), indent=2))
         except KeyboardInterrupt:
             return 130
         except InfraError as error:
-            print(f"bench start: {error}", file=sys.stderr)
+            print(f"bench {args.command}: {error}", file=sys.stderr)
             return 3
         return 0
     if args.samples < 2 or args.delay_ms < 1:

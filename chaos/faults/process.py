@@ -5,6 +5,7 @@ import os
 import random
 import signal
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 from infra.errors import InfraError
@@ -51,6 +52,8 @@ class ProcessFault(BaseFault):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._kills_so_far = 0
+        self._killed: dict[str, Any] = {}
+        self._down: list[str] = []
         self._rng = random.Random(f"{self.ctx.seed}:{self.fault.fault}:{self.fault.target}:{self.fault.at}")
 
     def servers(self) -> list[str]:
@@ -132,6 +135,8 @@ class Kill(ProcessFault):
     def _kill(self) -> None:
         hit = self._signal(self.params["signal"])
         self._down = [name for name in hit if self.fault.target in self.SERVERS]
+        # the handle each server had when it was signalled: until the stack restarts it, it is the one dying
+        self._killed.update({name: self.ctx.stack.handles[name] for name in self._down})
         self._kills_so_far += 1
         self.ctx.history.job("exited", self.fault.target, cause=f"signal {self.params['signal']}", hit=hit)
 
@@ -161,16 +166,16 @@ class Kill(ProcessFault):
         if self.fault.target in self.SERVERS:
             if just_killed and self.params.get("restart") == "at_heal":
                 return  # lost until the fault heals
-            components = getattr(self, "_down", []) if just_killed else list(self.ctx.stack.handles)
+            servers = [*self.ctx.stack.info.brokers, "minio"]
+            components = self._down if just_killed else [c for c in self.ctx.stack.handles if c in servers]
             for component in components:
-                if component not in self.ctx.stack.info.brokers and component != "minio":
-                    continue
                 handle = self.ctx.stack.handles[component]
-                # a SIGKILLed process group takes a moment to be gone; a broker's controlled shutdown (SIGTERM) longer
-                for _ in range(300 if self.params["signal"] == 15 else 100):
-                    if not handle.alive():
-                        break
-                    self._between.wait(0.1)
+                if handle is self._killed.get(component):
+                    # Not restarted since its kill: let it finish dying, also when a heal comes first (a broker's
+                    # controlled shutdown after SIGTERM takes seconds; a SIGKILLed group a moment).
+                    deadline = time.monotonic() + (30.0 if self.params["signal"] == 15 else 10.0)
+                    while handle.alive() and time.monotonic() < deadline and not self.stop.is_set():
+                        time.sleep(0.1)
                 if not handle.alive():
                     seconds = self.ctx.stack.restart(component)
                     self.ctx.history.job("restarted", self.fault.target, ready_after_s=round(seconds, 1),
