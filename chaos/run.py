@@ -237,12 +237,14 @@ def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backen
     # planned seconds of every arm still to run, for the progress lines' "time left"
     # Experiments on one topology share a stack; each topology gets its own, one after another (its files and
     # logs under stack/<topology>/ and logs/<topology>/ when it is not the single-node one).
-    by_topology: dict[str, list[tuple[str, ExperimentSpec]]] = {}
+    by_topology: dict[str, list[tuple[str, ExperimentSpec]]] = {"single": []}  # the one-node stack first
     for directory, spec in planned:
         by_topology.setdefault(spec.topology, []).append((directory, spec))
     planned = [entry for group in by_topology.values() for entry in group]
     remaining = [seconds for _directory, spec in planned for seconds in planned_seconds(spec, arms)]
     for topology, group in by_topology.items():
+        if not group:
+            continue
         where = lane if topology == "single" else "-".join(part for part in (lane, topology) if part)
         with Stack(run_dir, backend=backend, progress=say, lane=where, topology=topology) as stack:
             for directory, spec in group:

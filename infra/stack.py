@@ -142,15 +142,17 @@ class Credentials:
         return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
 
 
-def _backend(name: str) -> Backend:
+def _backend(name: str, run_dir: Path) -> Backend:
     if name == "local":
         from .local import LocalBackend
 
         return LocalBackend()
     if name == "containers":
-        from .containers import ContainersBackend  # noqa: F401 - arrives with the containers issue
+        from .containers import ContainersBackend
 
-        return ContainersBackend()
+        # Told the run directory, not left to guess it from a log path: a lane's or a cluster's logs are a level
+        # deeper (logs/<lane>/), and the whole run directory must be mounted and labelled.
+        return ContainersBackend(run_dir=run_dir)
     raise InfraError(f"unknown backend {name!r}; allowed: local, containers")
 
 
@@ -166,7 +168,7 @@ class Stack:
         # A run's lanes (chaos run --lanes) each start a stack in the same run directory: its files and logs go
         # under stack/<lane>/ and logs/<lane>/; paths recorded relative to the run directory stay valid.
         self.lane = lane
-        self.backend = _backend(backend) if isinstance(backend, str) else backend
+        self.backend = _backend(backend, self.run_dir) if isinstance(backend, str) else backend
         self.shape = components.topology(topology)
         # The worker slots are shared out: a cluster's two workers hold as many slots as the single one
         self.worker_cores = max(1, worker_cores // self.shape.workers)

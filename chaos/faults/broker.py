@@ -3,16 +3,30 @@ reads and the workload writes (a controller's rebalance, an operator's reassignm
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING, Any, Mapping
 
 from infra.errors import InfraError
-from infra.kafka_admin import move_leaders
+from infra.kafka_admin import compiled, move_leaders
 
+from ..spec.fields import EPSILON, Invalid, fmt_seconds
 from .base import BaseFault, FaultError, FaultKind, Param, params
+
+if TYPE_CHECKING:
+    from ..spec.model import Fault
 
 
 class LeaderMove(BaseFault):
     """`count` moves, `interval` apart (default: spread over the fault), or one per lifecycle event (`on:`). Each
     moves every partition of the job's topic to its next in-sync replica; the lines of what moved are recorded."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: None, name="leader-move", daemon=True)
+        try:
+            compiled()  # before the arm runs: a first move must not wait for javac while the job's request is held
+        except InfraError as exc:
+            raise FaultError(str(exc)) from None
 
     @property
     def firings(self) -> int:
@@ -31,16 +45,12 @@ class LeaderMove(BaseFault):
         if not self.injected:
             self._record("injecting")
             self.injected = True
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=lambda: None, name="leader-move", daemon=True)
-            self._thread.start()
             self._record("injected")
         self._move()
 
     def inject(self) -> None:
         count = self.params["count"]
         interval = self.params.get("interval") or self.fault.duration / count
-        self._stop = threading.Event()
         self._move()  # the first at once, so an error is the inject's
         self._thread = threading.Thread(target=self._more, args=(count - 1, interval), name="leader-move",
                                         daemon=True)
@@ -57,7 +67,22 @@ class LeaderMove(BaseFault):
 
     def heal(self) -> None:
         self._stop.set()
-        self._thread.join(60)
+        if self._thread.is_alive():
+            self._thread.join(60)
+
+
+def _validate_move(fault: Fault, path: tuple[str, ...]) -> None:
+    p: Mapping[str, Any] = fault.params
+    if p["interval"] is None:
+        return
+    if fault.on is not None:
+        raise Invalid(path + ("params", "interval"), "a triggered move fires on its events, not at intervals",
+                      "no interval with on")
+    span = (p["count"] - 1) * p["interval"]
+    if span >= fault.duration - EPSILON:
+        raise Invalid(path + ("params", "interval"), f"{p['count']} moves {fmt_seconds(p['interval'])} apart span "
+                      f"{fmt_seconds(span)}, not within the fault's duration {fmt_seconds(fault.duration)}",
+                      "(count - 1) * interval < duration")
 
 
 KINDS = (
@@ -66,5 +91,5 @@ KINDS = (
                   count=Param("int", "number of moves", default=1, minimum=1, maximum=100),
                   interval=Param("duration", "time between moves (default: duration / count)", minimum=0.001,
                                  scaled=True),
-              ), implementation=LeaderMove, triggerable=True, instant=True, momentary=True),
+              ), implementation=LeaderMove, validate=_validate_move, triggerable=True, instant=True, momentary=True),
 )

@@ -119,7 +119,12 @@ class Kill(ProcessFault):
 
     @property
     def kills_sender(self) -> bool:
-        return self.fault.target in ("job-driver", "executor")
+        # `executors: one` draws one of several, which may not be the one whose request is held: that request is
+        # forwarded (a dead sender's answer goes nowhere), so a surviving uploader is not cut off by a fault nobody
+        # planned.
+        if self.fault.target == "executor":
+            return self.params.get("executors", "all") == "all"
+        return self.fault.target == "job-driver"
 
     def fire(self) -> None:
         """One kill at a lifecycle event; the restart waits for after_fire (the held request is released first)."""
@@ -166,16 +171,13 @@ class Kill(ProcessFault):
         if self.fault.target in self.SERVERS:
             if just_killed and self.params.get("restart") == "at_heal":
                 return  # lost until the fault heals
-            servers = [*self.ctx.stack.info.brokers, "minio"]
-            components = self._down if just_killed else [c for c in self.ctx.stack.handles if c in servers]
+            # right after a kill: what it hit; at the heal: everything this fault killed (and nothing else, so
+            # another fault's `restart: at_heal` broker stays down for its own window)
+            components = self._down if just_killed else list(self._killed)
             for component in components:
                 handle = self.ctx.stack.handles[component]
                 if handle is self._killed.get(component):
-                    # Not restarted since its kill: let it finish dying, also when a heal comes first (a broker's
-                    # controlled shutdown after SIGTERM takes seconds; a SIGKILLed group a moment).
-                    deadline = time.monotonic() + (30.0 if self.params["signal"] == 15 else 10.0)
-                    while handle.alive() and time.monotonic() < deadline and not self.stop.is_set():
-                        time.sleep(0.1)
+                    self._let_die(handle, at_heal=not just_killed)
                 if not handle.alive():
                     seconds = self.ctx.stack.restart(component)
                     self.ctx.history.job("restarted", self.fault.target, ready_after_s=round(seconds, 1),
@@ -190,10 +192,34 @@ class Kill(ProcessFault):
             new = self.ctx.arm.start_job()
             self.ctx.history.job("restarted", "job-driver", pid=new.pid)
 
+    def _let_die(self, handle: Any, at_heal: bool) -> None:
+        """A server not restarted since its kill finishes dying: a SIGKILLed group in a moment, a broker's controlled
+        shutdown after SIGTERM in seconds. At the heal the wait is not cut short by the arm's end (the server must
+        be back for the next arm), and one still alive after it is killed outright."""
+        deadline = time.monotonic() + (30.0 if self.params["signal"] == 15 else 10.0)
+        while handle.alive() and time.monotonic() < deadline and (at_heal or not self.stop.is_set()):
+            time.sleep(0.1)
+        if at_heal and handle.alive():
+            handle.signal(signal.SIGKILL)
+            for _ in range(50):
+                if not handle.alive():
+                    break
+                time.sleep(0.1)
+
     def heal(self) -> None:
         self._between.set()
-        self._thread.join(60)
+        # a kill in progress may be restarting a server: up to 30 s of shutdown and a start bounded by its timeout
+        self._thread.join(200)
+        if self._thread.is_alive():
+            self.ctx.history.error(f"kill of {self.fault.target}: still restarting {', '.join(self._down)} 200 s "
+                                   "after the fault healed")
+            return
         self._restart_if_down()
+        if self.fault.on is None and self._kills_so_far < self.params["count"]:
+            # each interval counts from the previous restart: a window too short for the restarts loses kills
+            self.ctx.history.error(f"kill of {self.fault.target}: {self._kills_so_far} of {self.params['count']} "
+                                   "kills before the fault healed (each interval counts from the previous restart); "
+                                   "give the fault a longer duration")
 
 
 def _validate_targeting(fault: Fault, path: tuple[str, ...]) -> None:
@@ -209,6 +235,9 @@ def _validate_targeting(fault: Fault, path: tuple[str, ...]) -> None:
 def _validate_kill(fault: Fault, path: tuple[str, ...]) -> None:
     _validate_targeting(fault, path)
     p: Mapping[str, Any] = fault.params
+    if p["restart"] != "at_once" and fault.on is not None:
+        raise Invalid(path + ("params", "restart"), "a triggered kill is healed right after its last firing, so "
+                      "at_heal would restart it at once", "restart: at_heal without on")
     if p["interval"] is None:
         return
     if fault.on is not None:

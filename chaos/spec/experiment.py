@@ -480,6 +480,9 @@ def _check_topology(faults: tuple[Fault, ...], topology: str) -> None:
     """A fault that names one broker of several needs a stack that has them."""
     brokers = TOPOLOGIES[topology].brokers
     for i, fault in enumerate(faults):
+        if fault.fault == "broker.leader_move" and brokers == 1:
+            raise Invalid(("faults", str(i), "fault"), f"moves partition leadership between brokers, and this "
+                          f"experiment runs on a {topology} stack of one broker", "topology: cluster")
         if fault.target.startswith("kafka-") and brokers == 1:
             raise Invalid(("faults", str(i), "target"), f"{fault.target} names one broker of a cluster, and this "
                           f"experiment runs on a {topology} stack", "kafka; or topology: cluster")

@@ -148,6 +148,14 @@ CORPUS = [
                                                   "duration": "5s", "params": {"executors": "one"}}), "faults.1.params.executors: applies to target executor, not broker; allowed: no executors for broker"),
     ("an executor restarted at heal", _append_fault({"fault": "process.kill", "target": "executor", "at": "6s",
                                                      "duration": "5s", "params": {"restart": "at_heal"}}), "faults.1.params.restart: applies to target broker or minio, not executor; allowed: no restart for executor"),
+    ("a leader move on a single stack", _append_fault({"fault": "broker.leader_move", "at": "6s", "duration": "5s"}),
+     "faults.1.fault: moves partition leadership between brokers, and this experiment runs on a single stack of one "
+     "broker; allowed: topology: cluster"),
+    ("a triggered kill restarted at heal", _append_fault({"fault": "process.kill", "target": "broker", "at": "6s",
+                                                          "duration": "5s", "params": {"restart": "at_heal"},
+                                                          "on": {"event": "commit_written"}}),
+     "faults.1.params.restart: a triggered kill is healed right after its last firing, so at_heal would restart it "
+     "at once; allowed: restart: at_heal without on"),
     ("a broker beyond three", _append_fault({"fault": "process.pause", "target": "broker", "at": "6s",
                                              "duration": "5s", "params": {"broker": 4}}), "faults.1.params.broker: 4 is not valid; allowed: an integer >= 1 and <= 3 or leader or each"),
     ("bad duration", _set("phases", "steady", "10 parsecs"),
