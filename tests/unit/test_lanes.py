@@ -40,6 +40,16 @@ def test_the_lanes_are_balanced_by_planned_time():
     assert max(loads) < 0.6 * sum(loads)
 
 
+def test_the_cluster_experiments_share_one_lane():
+    specs = [entry.spec for entry in load_suite(ROOT / "experiments" / "suites" / "nightly.yaml").entries]
+    planned = experiment_dirs(specs, 1)
+    groups = partition(planned, 2, _seconds)
+    with_cluster = [g for g in groups if any(spec.topology == "cluster" for _, spec in g)]
+    assert len(with_cluster) == 1
+    assert sum(spec.topology == "cluster" for _, spec in with_cluster[0]) == 4
+    assert any(spec.topology == "single" for _, spec in with_cluster[0])  # the lanes are still balanced
+
+
 def test_more_lanes_than_experiments_leaves_no_empty_lane():
     planned = _planned()[:2]
     assert len(partition(planned, 4, _seconds)) == 2
