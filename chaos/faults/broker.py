@@ -3,13 +3,13 @@ reads and the workload writes (a controller's rebalance, an operator's reassignm
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from infra.errors import InfraError
 from infra.kafka_admin import compiled, move_leaders
 
-from ..spec.fields import EPSILON, Invalid, fmt_seconds
 from .base import BaseFault, FaultError, FaultKind, Param, params
+from .process import validate_repeats
 
 if TYPE_CHECKING:
     from ..spec.model import Fault
@@ -72,17 +72,7 @@ class LeaderMove(BaseFault):
 
 
 def _validate_move(fault: Fault, path: tuple[str, ...]) -> None:
-    p: Mapping[str, Any] = fault.params
-    if p["interval"] is None:
-        return
-    if fault.on is not None:
-        raise Invalid(path + ("params", "interval"), "a triggered move fires on its events, not at intervals",
-                      "no interval with on")
-    span = (p["count"] - 1) * p["interval"]
-    if span >= fault.duration - EPSILON:
-        raise Invalid(path + ("params", "interval"), f"{p['count']} moves {fmt_seconds(p['interval'])} apart span "
-                      f"{fmt_seconds(span)}, not within the fault's duration {fmt_seconds(fault.duration)}",
-                      "(count - 1) * interval < duration")
+    validate_repeats(fault, path, "move")
 
 
 KINDS = (

@@ -238,14 +238,20 @@ def _validate_kill(fault: Fault, path: tuple[str, ...]) -> None:
     if p["restart"] != "at_once" and fault.on is not None:
         raise Invalid(path + ("params", "restart"), "a triggered kill is healed right after its last firing, so "
                       "at_heal would restart it at once", "restart: at_heal without on")
+    validate_repeats(fault, path, "kill")
+
+
+def validate_repeats(fault: Fault, path: tuple[str, ...], noun: str) -> None:
+    """`count` acts `interval` apart fit in the fault's window; a triggered fault fires on events, not intervals."""
+    p: Mapping[str, Any] = fault.params
     if p["interval"] is None:
         return
     if fault.on is not None:
-        raise Invalid(path + ("params", "interval"), "a triggered kill fires on its events, not at intervals",
+        raise Invalid(path + ("params", "interval"), f"a triggered {noun} fires on its events, not at intervals",
                       "no interval with on")
     span = (p["count"] - 1) * p["interval"]
     if span >= fault.duration - EPSILON:
-        raise Invalid(path + ("params", "interval"), f"{p['count']} kills {fmt_seconds(p['interval'])} apart span "
+        raise Invalid(path + ("params", "interval"), f"{p['count']} {noun}s {fmt_seconds(p['interval'])} apart span "
                       f"{fmt_seconds(span)}, not within the fault's duration {fmt_seconds(fault.duration)}",
                       "(count - 1) * interval < duration")
 
