@@ -233,14 +233,14 @@ def planned_seconds(spec: ExperimentSpec, arms: list[str] | None) -> list[float]
 
 def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backend: str, arms: list[str] | None,
                 say: Callable[[str], None], lane: str | None = None) -> None:
-    """The arms of `planned` (their spec.json already written), one after another on one stack."""
-    # planned seconds of every arm still to run, for the progress lines' "time left"
-    # Experiments on one topology share a stack; each topology gets its own, one after another (its files and
-    # logs under stack/<topology>/ and logs/<topology>/ when it is not the single-node one).
+    """The arms of `planned` (their spec.json already written), one after another: the experiments of one topology
+    share a stack; each topology gets its own, the one-node stack first (the others' files and logs go under
+    stack/<topology>/ and logs/<topology>/, or stack/<lane>-<topology>/ in a lane)."""
     by_topology: dict[str, list[tuple[str, ExperimentSpec]]] = {"single": []}  # the one-node stack first
     for directory, spec in planned:
         by_topology.setdefault(spec.topology, []).append((directory, spec))
     planned = [entry for group in by_topology.values() for entry in group]
+    # planned seconds of every arm still to run, for the progress lines' "time left"
     remaining = [seconds for _directory, spec in planned for seconds in planned_seconds(spec, arms)]
     for topology, group in by_topology.items():
         if not group:
