@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infra.errors import InfraError
-from infra.stack import Stack
+from infra.stack import StackLike
 from job.settings import FACTORIES
 
 from .checks.logs import control_signatures
@@ -83,7 +83,7 @@ def sleep_until(deadline: float, stop: threading.Event | None = None) -> bool:
 
 # -- what the steps share ----------------------------------------------------------------------------------------
 class ArmContext:
-    def __init__(self, stack: Stack, spec: ExperimentSpec, profile: str, arm_dir: Path, config: ArmConfig,
+    def __init__(self, stack: StackLike, spec: ExperimentSpec, profile: str, arm_dir: Path, config: ArmConfig,
                  say: Callable[[str], None]):
         self.stack, self.spec, self.profile, self.dir = stack, spec, profile, arm_dir
         self.say = lambda message: say(f"{spec.name}/{profile}: {message}")

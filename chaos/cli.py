@@ -81,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--lanes", type=_lanes, default=1, help="run the experiments side by side on this many "
                          "stacks (default 1; docs/benchmarks.md says what running side by side does to the figures)")
     run_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
+    run_cmd.add_argument("--target", type=Path, metavar="FILE", help="run against the environment this target file "
+                         "describes instead of a stack of the suite's own (docs/targets.md); an arm whose faults "
+                         "cannot act there is SKIPPED (exit 6 when nothing failed)")
 
     check_cmd = commands.add_parser("check", help="re-judge a stored run offline from its files")
     check_cmd.add_argument("run_dir", type=Path)
@@ -174,8 +177,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         bad = [a for a in args.arms or [] if a not in ("hardened", "naive")]
         if bad:
             raise errors.ChaosError(f"unknown arm {bad[0]!r}; allowed: hardened, naive", errors.USAGE)
+        target = None
+        if args.target is not None:
+            from .target import load_target
+
+            target = load_target(args.target)  # a bad file: exit 2 before anything starts
+            if args.lanes > 1:
+                raise errors.ChaosError("--lanes with --target: a target is one environment, and its arms run one "
+                                        "after another; drop --lanes", errors.USAGE)
         return run(args.experiments, args.suite, args.scale, args.backend, args.arms, args.out, sys.argv[1:],
-                   seed=args.seed, only=args.only, changed_since=args.changed_since, lanes=args.lanes)
+                   seed=args.seed, only=args.only, changed_since=args.changed_since, lanes=args.lanes, target=target)
     if args.command == "check":
         return check(args.run_dir)
     if args.command == "list":

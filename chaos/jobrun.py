@@ -23,7 +23,7 @@ from job.settings import Settings, resolve
 
 from infra.driver import launch_driver
 from infra.procs import ManagedProcess
-from infra.stack import Stack
+from infra.stack import StackLike
 
 from .oracle import compare, coverage, expected_sessions
 from .outputs import read_progress, read_sessions
@@ -91,7 +91,7 @@ class ArmState:
 
 
 class JobArm:
-    def __init__(self, stack: Stack, arm_dir: Path, config: ArmConfig, progress: Callable[[str], None] = print):
+    def __init__(self, stack: StackLike, arm_dir: Path, config: ArmConfig, progress: Callable[[str], None] = print):
         self.stack = stack
         self.dir = Path(arm_dir)
         self.dir.mkdir(parents=True, exist_ok=True)

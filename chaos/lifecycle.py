@@ -57,8 +57,8 @@ class LifecycleWatch:
 
     # -- job starts ----------------------------------------------------------------------------------------------
     def job_started(self) -> None:
-        try:
-            seq = self.s3proxy.last_seq()
+        try:  # no S3 fault proxy (a target without one): no request events, and no trigger waits on them
+            seq = self.s3proxy.last_seq() if self.s3proxy is not None else 0
         except InfraError:
             seq = 0
         with self._changed:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from infra.errors import InfraError
-from infra.stack import Stack, signals_deferred
+from infra.stack import Stack, StackLike, signals_deferred
 from job.settings import FACTORIES, settings_document
 
 from .arm_steps import ARM_OVERHEAD_S, ArmContext, FaultSchedule, PhaseClock, clean_up, produce, warm_up
@@ -38,6 +38,7 @@ from .faults.registry import FAULTS
 from .jobrun import ArmConfig
 from .spec import ExperimentSpec
 from .store import RunRecord, RunStore, now
+from .target.model import Target
 from .workload import Event, WorkloadSpec, plan
 
 
@@ -129,7 +130,7 @@ class ArmRun:
     the phase clock marks the phases, drain, stop; then clean-up, whatever happened. The steps and the state each
     owns are in chaos/arm_steps.py."""
 
-    def __init__(self, stack: Stack, spec: ExperimentSpec, profile: str, arm_dir: Path,
+    def __init__(self, stack: StackLike, spec: ExperimentSpec, profile: str, arm_dir: Path,
                  say: Callable[[str], None], remaining_after_s: float = 0.0):
         self.ctx = ArmContext(stack, spec, profile, arm_dir, arm_config(spec, profile), say)
         self.remaining_after_s = remaining_after_s
@@ -186,16 +187,20 @@ def experiment_dirs(specs: list[ExperimentSpec], repeat: int) -> list[tuple[str,
 
 def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backend: str = "local",
                     arms: list[str] | None = None, argv: list[str] | None = None,
-                    say: Callable[[str], None] = print, repeat: int = 1, lanes: int = 1) -> dict:
+                    say: Callable[[str], None] = print, repeat: int = 1, lanes: int = 1,
+                    target: Target | None = None) -> dict:
     """Run every experiment's arms on one stack (or, with lanes > 1, on one stack per lane side by side: see
-    chaos/lanes.py); judge; write run.json and results.json. Returns results.
+    chaos/lanes.py; or on `target`, an environment the suite did not start: one lane); judge; write run.json and
+    results.json. Returns results.
 
     On KeyboardInterrupt (Ctrl-C, SIGTERM) every fault is healed and every process stopped by the `finally`
     blocks on the way out; the run is marked interrupted and judged as such before the interrupt goes on."""
     from .checks.judge import judge_run
 
     planned = experiment_dirs(specs, repeat)
-    lanes = max(1, min(lanes, len(planned)))
+    lanes = 1 if target is not None else max(1, min(lanes, len(planned)))
+    if target is not None:
+        backend = f"target:{target.name}"
     store = RunStore(run_dir)
     run = RunRecord(suite=name, backend=backend, scale=specs[0].scale if specs else 1.0, argv=argv or [],
                     commit=source_commit(), pid=os.getpid(), started=now(), ended=None, status="running",
@@ -211,7 +216,7 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
             status = run_lanes(run_dir, planned, lanes, backend, arms, say,
                                seconds=lambda spec: sum(planned_seconds(spec, arms)))
         else:
-            run_planned(run_dir, planned, backend, arms, say)
+            run_planned(run_dir, planned, backend, arms, say, target=target)
             status = "completed"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -232,10 +237,14 @@ def planned_seconds(spec: ExperimentSpec, arms: list[str] | None) -> list[float]
 
 
 def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backend: str, arms: list[str] | None,
-                say: Callable[[str], None], lane: str | None = None) -> None:
+                say: Callable[[str], None], lane: str | None = None, target: Target | None = None) -> None:
     """The arms of `planned` (their spec.json already written), one after another: the experiments of one topology
     share a stack; each topology gets its own, the one-node stack first (the others' files and logs go under
-    stack/<topology>/ and logs/<topology>/, or stack/<lane>-<topology>/ in a lane)."""
+    stack/<topology>/ and logs/<topology>/, or stack/<lane>-<topology>/ in a lane). On a `target` every experiment
+    runs on it, and an arm whose faults cannot act there is SKIPPED (chaos/target/gate.py)."""
+    if target is not None:
+        _run_on_target(run_dir, planned, target, arms, say)
+        return
     by_topology: dict[str, list[tuple[str, ExperimentSpec]]] = {"single": []}  # the one-node stack first
     for directory, spec in planned:
         by_topology.setdefault(spec.topology, []).append((directory, spec))
@@ -257,6 +266,36 @@ def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backen
                     remaining.pop(0)
                     ArmRun(stack, spec, arm.profile, experiment_dir / arm.profile, say,
                            remaining_after_s=sum(remaining)).run()
+
+
+def _run_on_target(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], target: Target,
+                   arms: list[str] | None, say: Callable[[str], None]) -> None:
+    from .history import HistoryWriter
+    from .target.gate import skip_reason
+    from .target.stack import TargetStack
+
+    remaining = [seconds for _directory, spec in planned for seconds in planned_seconds(spec, arms)]
+    with TargetStack(run_dir, target, progress=say) as stack:
+        for directory, spec in planned:
+            for arm in spec.arms:
+                if arms and arm.profile not in arms:
+                    continue
+                remaining.pop(0)
+                arm_dir = run_dir / directory / arm.profile
+                chosen = arm.faults if arm.faults is not None else range(len(spec.faults))
+                reason = skip_reason(target, stack.info.brokers, stack.s3proxy is not None, spec, chosen)
+                if reason is not None:
+                    say(f"== {directory}: {arm.profile} arm SKIPPED: {reason} ==")
+                    arm_dir.mkdir(parents=True, exist_ok=True)
+                    history = HistoryWriter(arm_dir / "history.jsonl")
+                    try:
+                        history.skipped(reason)
+                    finally:
+                        history.close()
+                    continue
+                say(f"== {directory}: {arm.profile} arm (target {target.name}) ==")
+                stack.reset()
+                ArmRun(stack, spec, arm.profile, arm_dir, say, remaining_after_s=sum(remaining)).run()
 
 
 def write_report(run_dir: Path, say: Callable[[str], None]) -> None:

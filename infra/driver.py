@@ -17,7 +17,7 @@ from job.settings import from_args
 
 from .cds import ClassArchives
 from .procs import ManagedProcess
-from .stack import Stack, StackInfo
+from .stack import StackInfo, StackLike
 
 # AWS SDK v2 (hadoop-aws 3.5 and the SDK 2.x bundle pinned in infra/artifacts.lock.json): reads
 # AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) from the process's environment.
@@ -112,12 +112,13 @@ def job_args(info: StackInfo, args: list[str]) -> list[str]:
               for item in ("--spark-conf", f"{key}={value}")]]
 
 
-def launch_driver(stack: Stack, name: str, module: str, args: list[str], env: dict[str, str] | None = None
+def launch_driver(stack: StackLike, name: str, module: str, args: list[str], env: dict[str, str] | None = None
                   ) -> ManagedProcess:
     """Start `python -m module args...` as a driver process logging to the run's logs/<name>.log. The job (module
-    `job`) also gets its deployment options (job_args)."""
+    `job`) also gets its deployment options: the target's own (a target run), or job_args of the stack's info."""
     if module == "job":
-        args = job_args(stack.info, args)
+        deployment = stack.job_deployment(args)
+        args = job_args(stack.info, args) if deployment is None else deployment
     # The run's credentials replace whatever AWS identity this shell has: a session token or profile of its own
     # would be mixed with the stack's keys.
     inherited = {k: v for k, v in os.environ.items() if k not in ("AWS_SESSION_TOKEN", "AWS_PROFILE")}

@@ -142,6 +142,30 @@ class Credentials:
         return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
 
 
+class StackLike(Protocol):
+    """What a run uses of a stack: the stack this module starts (`Stack`, on the local or containers backend), or an
+    environment described by a target file (chaos/target/stack.py, `chaos run --target`). Faults, probes and the
+    job's launch go through these members only."""
+
+    run_dir: Path
+    handles: dict[str, Handle]  # the servers the suite may signal and restart (none on a target)
+
+    @property
+    def log_dir(self) -> Path: ...
+    @property
+    def info(self) -> StackInfo: ...
+    @property
+    def toxiproxy(self) -> ToxiproxyClient: ...
+    @property
+    def s3proxy(self) -> S3ProxyClient | None: ...
+    def s3_client(self, direct: bool = False, endpoint: str | None = None): ...
+    def job_env(self) -> dict[str, str]: ...
+    def job_deployment(self, args: list[str]) -> list[str] | None: ...
+    def adopt(self, launch: Callable[[], _H], component: str | None = None) -> _H: ...
+    def restart(self, component: str, grace: float = 5.0) -> float: ...
+    def reset(self) -> None: ...
+
+
 def _backend(name: str, run_dir: Path) -> Backend:
     if name == "local":
         from .local import LocalBackend
@@ -407,6 +431,11 @@ class Stack:
         return {**self.credentials.as_env(), "CHAOS_STACK_JSON": str(self.stack_dir / "stack.json"),
                 "SPARK_LOCAL_IP": LOOPBACK, "SPARK_HOME": self.info.spark_home,
                 "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+    def job_deployment(self, args: list[str]) -> list[str] | None:
+        """The job's deployment options for `args`: None, since this stack is described by its StackInfo alone and
+        infra.driver.job_args makes them from it (a target makes its own: chaos/target/stack.py)."""
+        return None
 
     def adopt(self, launch: Callable[[], _H], component: str | None = None) -> _H:
         """Launch under the stack's lock and register the result, so teardown always sees it.

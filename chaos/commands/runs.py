@@ -52,7 +52,7 @@ def _changed_only(specs: list, ref: str, suite: str | None) -> list:
 
 def run(names: list[str], suite: str | None, scale: float | None, backend: str, arms: list[str] | None,
         out: Path | None, argv: list[str], seed: int | None = None, only: str | None = None,
-        changed_since: str | None = None, lanes: int = 1) -> int:
+        changed_since: str | None = None, lanes: int = 1, target=None) -> int:
     name, specs, repeat = _resolve(names, suite, scale)
     if changed_since:  # only the experiments a change since REF can affect (chaos/changed.py)
         specs = _changed_only(specs, changed_since, suite)
@@ -64,11 +64,11 @@ def run(names: list[str], suite: str | None, scale: float | None, backend: str, 
         specs = select(specs, parse_only(only))
     if seed is not None:  # the same experiments on another workload and fault schedule
         specs = [dataclasses.replace(spec, seed=seed) for spec in specs]
-    return _execute(name, name, specs, repeat, backend, arms, out, argv, lanes)
+    return _execute(name, name, specs, repeat, backend, arms, out, argv, lanes, target)
 
 
 def _execute(name: str, directory: str, specs: list, repeat: int, backend: str, arms: list[str] | None,
-             out: Path | None, argv: list[str], lanes: int = 1) -> int:
+             out: Path | None, argv: list[str], lanes: int = 1, target=None) -> int:
     """The run itself, once the specs are settled (chaos run, chaos rerun): a run directory, the stack, the
     verdicts; exit code of the worst."""
     from ..run import run_experiments
@@ -77,7 +77,7 @@ def _execute(name: str, directory: str, specs: list, repeat: int, backend: str, 
     run_dir = new_run_dir(directory, out)
     _progress(f"run directory: {run_dir}")
     results = run_experiments(specs, run_dir, name, backend=backend, arms=arms, argv=argv, say=_progress,
-                              repeat=repeat, lanes=lanes)
+                              repeat=repeat, lanes=lanes, target=target)
     _print_results(results, run_dir)
     return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
 

@@ -29,7 +29,7 @@ from ..history import HistoryWriter
 
 if TYPE_CHECKING:
     from infra.procs import ManagedProcess
-    from infra.stack import Stack
+    from infra.stack import StackLike
 
     from ..jobrun import ArmState
     from ..spec.model import Fault
@@ -114,7 +114,7 @@ class ArmControl(Protocol):
 
 @dataclass
 class FaultContext:
-    stack: Stack
+    stack: StackLike
     arm: ArmControl
     history: HistoryWriter
     say: Callable[[str], None] = print

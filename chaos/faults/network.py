@@ -19,17 +19,21 @@ DIRECTIONS = ("upstream", "downstream", "both")
 PROXIES = {"kafka": ("kafka",), "s3": ("s3",), "spark-driver": ("spark-driver", "spark-driver-blocks")}
 
 
-def proxies_of(fault: BaseFault) -> tuple[str, ...]:
-    """The proxies a target names on this stack: `kafka` is every broker's proxy (one, or kafka-1 .. kafka-3);
-    kafka-N is broker N's alone."""
-    target = fault.fault.target
+def proxies_for(target: str, brokers: list[str]) -> tuple[str, ...]:
+    """The proxies a fault's target names on a stack with these brokers' proxies: `kafka` is every broker's proxy
+    (one, or kafka-1 .. kafka-3); kafka-N is broker N's alone."""
     if target == "kafka":
-        return tuple(fault.ctx.stack.info.brokers)
+        return tuple(brokers)
     if target.startswith("kafka-"):
-        if target not in fault.ctx.stack.info.brokers:
+        if target not in brokers:
             raise FaultError(f"this stack has no broker {target} (topology: cluster has kafka-1 .. kafka-3)")
         return (target,)
     return PROXIES[target]
+
+
+def proxies_of(fault: BaseFault) -> tuple[str, ...]:
+    target = fault.fault.target
+    return proxies_for(target, fault.ctx.stack.info.brokers if target.startswith("kafka") else [])
 
 
 class ProxyDown(BaseFault):

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
+from infra.errors import InfraError
+from infra.s3proxy import S3ProxyClient
+
 from .base import BaseFault, FaultKind, Param, params
 
 OPS = ("PUT", "COPY", "GET", "HEAD", "DELETE", "LIST", "POST")
@@ -20,13 +23,19 @@ class S3Rule(BaseFault):
         key = "^" + re.escape(self.ctx.arm.state.deployment + "/") + glob_regex(self.params["keys"]) + "$"
         return {"key": key, **RULES[self.fault.fault](self.params)}
 
+    def _proxy(self) -> S3ProxyClient:
+        proxy = self.ctx.stack.s3proxy
+        if proxy is None:  # a target run SKIPs such an arm before it starts (chaos/target/gate.py)
+            raise InfraError("no S3 fault proxy in the S3 path of this target")
+        return proxy
+
     def inject(self) -> None:
-        self.rule_id = self.ctx.stack.s3proxy.add_rule(**self._rule())
+        self.rule_id = self._proxy().add_rule(**self._rule())
 
     def heal(self) -> None:
         rule_id = getattr(self, "rule_id", None)
         if rule_id is not None:
-            self.ctx.stack.s3proxy.remove_rule(rule_id)
+            self._proxy().remove_rule(rule_id)
 
 
 def _delay(ops: list[str], p: Mapping[str, Any]) -> dict:

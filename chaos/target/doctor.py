@@ -230,14 +230,19 @@ def _toxiproxy(target: Target) -> tuple[Row, ToxiproxyClient | None]:
 
 
 def _crossing(target: Target, client: ToxiproxyClient, role: str, probe: Callable[[], object]) -> Row:
-    """Disable the role's proxy, the endpoint must stop answering; enable it again (always), it must answer."""
-    name = target.toxiproxy.proxies[role]
+    """Disable the role's proxies (Kafka's: `kafka`, or every broker's kafka-N), the endpoint must stop answering;
+    enable them again (always), it must answer."""
+    proxies = target.toxiproxy.proxies
+    names = [proxies[r] for r in _roles_of(target, role)]
+    name = ", ".join(names)
     check = f"{role} crosses proxy"
     try:
-        client.set_enabled(name, False)
+        for each in names:
+            client.set_enabled(each, False)
         down, _ = _answers(probe)
     finally:
-        client.set_enabled(name, True)
+        for each in names:
+            client.set_enabled(each, True)
     up, why = _answers(probe)
     if down:
         return Row(NO, check, f"the endpoint still answered with proxy {name!r} disabled: its traffic goes around "
@@ -258,6 +263,14 @@ def _hook(target: Target, role: str) -> Row:
     found = shutil.which(program)
     return Row(OK if found else NO, f"hook {role}",
                f"{program} is {found} (not run by doctor)" if found else f"{program} is not on PATH")
+
+
+def _roles_of(target: Target, role: str) -> list[str]:
+    """The proxy roles that carry `role`'s traffic: Kafka's is `kafka`, or on a cluster every broker's kafka-N."""
+    proxies = target.toxiproxy.proxies
+    if role == "kafka" and "kafka" not in proxies:
+        return sorted((r for r in proxies if r.startswith("kafka-")), key=lambda r: int(r[6:]))
+    return [role] if role in proxies else []
 
 
 # The suite starts the job's driver itself and signals it directly: only the servers' processes need hooks.
@@ -285,7 +298,7 @@ def rows(target: Target) -> Iterator[Row]:
             "kafka": (kafka_row, lambda: kafka_brokers(target, timeout=DOWN_TIMEOUT_S)),
             "s3": (s3_row, lambda: s3_bucket(target, timeout=DOWN_TIMEOUT_S))}
         for role, (row, probe) in endpoints.items():
-            if role not in target.toxiproxy.proxies:
+            if not _roles_of(target, role):
                 yield Row(NOT_APPLICABLE, f"{role} crosses proxy", f"no {role} proxy named: network faults on "
                           f"{role} cannot act (SKIPPED)")
             elif row.status != OK:

@@ -54,9 +54,12 @@ def stack_target(stack: Stack, name: str, source: str) -> Target:
     conf = {key: value for key, value in cluster_conf(info).items() if key != "spark.master"}
     doc = {
         "name": name,
-        "kafka": {"bootstrap_servers": info.kafka_bootstrap.split(",")},
+        "kafka": {"bootstrap_servers": info.kafka_bootstrap.split(","),
+                  "direct_bootstrap_servers": info.kafka_internal_bootstrap.split(","),
+                  "replication_factor": info.replication_factor, "min_insync_replicas": info.min_insync_replicas},
         "s3": {"endpoint": info.s3_endpoint, "tls": False, "bucket": info.bucket, "region": S3_REGION,
-               "path_style": True},
+               "path_style": True, "direct_endpoint": info.s3_direct_endpoint,
+               **({"fault_proxy": info.s3proxy_api} if info.s3proxy_api else {})},
         "spark": {"master": info.spark_master, "master_ui": info.spark_master_ui, "deploy_mode": "client",
                   "conf": conf},
         "credentials": {"s3_access_key": ACCESS_KEY_ENV, "s3_secret_key": SECRET_KEY_ENV},

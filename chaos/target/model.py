@@ -19,13 +19,14 @@ from urllib.parse import urlsplit
 
 from ..errors import SpecError
 from ..faults.process import TARGETS as PROCESS_ROLES
-from ..spec.fields import (MAX_ITEMS, Invalid, Path_, boolean, choice, dotted, mapping_of, nonempty_text, show)
+from ..spec.fields import (MAX_ITEMS, Invalid, Path_, boolean, choice, dotted, integer, mapping_of, nonempty_text,
+                           show)
 from ..spec.loading import load_yaml
 
 TOP_FIELDS = ("name", "kafka", "s3", "spark", "credentials", "toxiproxy", "hooks")
 TOP_REQUIRED = ("kafka", "s3", "spark")
-KAFKA_FIELDS = ("bootstrap_servers", "options")
-S3_FIELDS = ("endpoint", "tls", "ca_bundle", "bucket", "prefix", "region", "path_style")
+KAFKA_FIELDS = ("bootstrap_servers", "direct_bootstrap_servers", "options", "replication_factor", "min_insync_replicas")
+S3_FIELDS = ("endpoint", "tls", "ca_bundle", "bucket", "prefix", "region", "path_style", "direct_endpoint", "fault_proxy")
 SPARK_FIELDS = ("master", "master_ui", "deploy_mode", "conf", "submit_args")
 TOXIPROXY_FIELDS = ("mode", "api", "proxies", "routes")
 ROUTE_FIELDS = ("listen", "upstream")
@@ -68,6 +69,11 @@ SECRET_HELP = "the NAME of an environment variable (credentials:), or a ${env:NA
 class Kafka:
     bootstrap_servers: tuple[str, ...]
     options: Mapping[str, str] = field(default_factory=dict)  # client options (kafka.* passthrough for the job)
+    # The brokers past the proxies, for the harness's probes (lag, leaders) while a network fault cuts the proxied
+    # path; () = the bootstrap servers (the probes then go dark during such a fault).
+    direct_bootstrap_servers: tuple[str, ...] = ()
+    replication_factor: int | None = None   # of the topics the suite creates; None = the brokers' default
+    min_insync_replicas: int | None = None  # of those topics, with a replication factor above 1
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,13 @@ class S3:
     path_style: bool = True
     tls: bool = False
     ca_bundle: str | None = None  # a PEM file of the CA that signed the endpoint's certificate
+    direct_endpoint: str | None = None  # past the proxies, for the harness's reads during faults; None = endpoint
+    fault_proxy: str | None = None      # the control API of an S3 fault proxy in the S3 path (docs/s3proxy.md)
+
+    def direct_url(self) -> str:
+        """The endpoint the harness reads through, as a URL with the scheme `tls` says."""
+        host = (self.direct_endpoint or self.endpoint).split("://", 1)[-1]
+        return f"{'https' if self.tls else 'http'}://{host}"
 
     @property
     def url(self) -> str:
@@ -151,8 +164,16 @@ class Target:
                      "spark": {"master": self.spark.master, "deploy_mode": self.spark.deploy_mode}}
         if self.kafka.options:
             doc["kafka"]["options"] = dict(self.kafka.options)
+        if self.kafka.direct_bootstrap_servers:
+            doc["kafka"]["direct_bootstrap_servers"] = list(self.kafka.direct_bootstrap_servers)
+        for key in ("replication_factor", "min_insync_replicas"):
+            if getattr(self.kafka, key) is not None:
+                doc["kafka"][key] = getattr(self.kafka, key)
         if self.s3.ca_bundle:
             doc["s3"]["ca_bundle"] = self.s3.ca_bundle
+        for key in ("direct_endpoint", "fault_proxy"):
+            if getattr(self.s3, key):
+                doc["s3"][key] = getattr(self.s3, key)
         if self.spark.master_ui:
             doc["spark"]["master_ui"] = self.spark.master_ui
         if self.spark.conf:
@@ -227,15 +248,24 @@ def _options(value: object, path: Path_, limit: int = MAX_ITEMS) -> dict[str, st
     return options
 
 
-def _kafka(value: object, path: Path_) -> Kafka:
-    section = mapping_of(value, path, KAFKA_FIELDS, required=("bootstrap_servers",))
-    raw = section["bootstrap_servers"]
+def _servers(raw: object, where: Path_) -> tuple[str, ...]:
     servers = raw.split(",") if isinstance(raw, str) else raw
-    where = path + ("bootstrap_servers",)
     if not isinstance(servers, list) or not servers or len(servers) > MAX_ITEMS:
         raise Invalid(where, f"{show(raw)} is not valid", f"HOST:PORT[,HOST:PORT...] or a list of 1 to at most {MAX_ITEMS}")
-    hosts = tuple(_host_port(s.strip() if isinstance(s, str) else s, where + (str(i),)) for i, s in enumerate(servers))
-    return Kafka(hosts, MappingProxyType(_options(section.get("options", {}), path + ("options",))))
+    return tuple(_host_port(s.strip() if isinstance(s, str) else s, where + (str(i),)) for i, s in enumerate(servers))
+
+
+def _kafka(value: object, path: Path_) -> Kafka:
+    section = mapping_of(value, path, KAFKA_FIELDS, required=("bootstrap_servers",))
+    hosts = _servers(section["bootstrap_servers"], path + ("bootstrap_servers",))
+    direct = (_servers(section["direct_bootstrap_servers"], path + ("direct_bootstrap_servers",))
+              if "direct_bootstrap_servers" in section else ())
+    replication = (integer(section["replication_factor"], path + ("replication_factor",), 1, 32)
+                   if "replication_factor" in section else None)
+    min_insync = (integer(section["min_insync_replicas"], path + ("min_insync_replicas",), 1, replication or 32)
+                  if "min_insync_replicas" in section else None)
+    return Kafka(hosts, MappingProxyType(_options(section.get("options", {}), path + ("options",))), direct,
+                 replication, min_insync)
 
 
 def _s3(value: object, path: Path_) -> S3:
@@ -269,7 +299,18 @@ def _s3(value: object, path: Path_) -> S3:
     if not isinstance(region, str) or not REGION_RE.match(region):
         raise Invalid(path + ("region",), f"{show(region)} is not valid", "a region name like us-east-1")
     path_style = boolean(section["path_style"], path + ("path_style",)) if "path_style" in section else True
-    return S3(endpoint, bucket, prefix, region, path_style, tls, ca_bundle)
+    direct = None
+    if "direct_endpoint" in section:
+        direct = _text(section["direct_endpoint"], path + ("direct_endpoint",))
+        if "://" in direct:
+            if direct.split("://", 1)[0] != ("https" if tls else "http"):
+                raise Invalid(path + ("direct_endpoint",), f"{show(direct)} disagrees with tls: {str(tls).lower()}",
+                              "the same scheme as the endpoint, or HOST:PORT")
+            _http_url(direct, path + ("direct_endpoint",))
+        else:
+            _host_port(direct, path + ("direct_endpoint",))
+    fault_proxy = _http_url(section["fault_proxy"], path + ("fault_proxy",)) if "fault_proxy" in section else None
+    return S3(endpoint, bucket, prefix, region, path_style, tls, ca_bundle, direct, fault_proxy)
 
 
 def _spark(value: object, path: Path_) -> Spark:

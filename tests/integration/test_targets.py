@@ -1,8 +1,10 @@
 """A target written by a running stack, checked from another process (issue 19, docs/targets.md):
 `chaos stack up --write-target FILE` starts the local stack and writes it as a target; `chaos doctor --target FILE`
 finds every endpoint answering and the Kafka and S3 traffic crossing the stack's proxies (each disabled for a moment:
-the endpoint stops answering); Ctrl-C stops the stack, removes the file and leaves no process or port behind. No
-secret value is in the file or in anything either command printed. One stack start, about a minute."""
+the endpoint stops answering); `chaos run --target FILE`, a third process, runs an experiment through the target's
+proxies and SKIPs one whose fault has no way to act there; Ctrl-C stops the stack, removes the file and leaves no
+process or port behind. No secret value is in the file or in anything the commands printed. One stack start and one
+short arm, about three minutes."""
 from __future__ import annotations
 
 import json
@@ -23,6 +25,37 @@ from tests.leftovers import pids_of, ports_of
 pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# Two short experiments for `chaos run --target`: the broker unreachable for 15 s (the target's `kafka` proxy), and a
+# broker kill, which a target run does not do (it does not run a target's hooks yet): SKIPPED, never PASSED.
+THROUGH_PROXY = """
+name: target-kafka-down
+description: the broker unreachable for 15 s through the target's proxy; every session exactly once
+incident: {file: 001-kafka-disconnects-tolerable-failures-bad-magic-metadata-exists.txt, error: Node 1 disconnected}
+seed: 5
+workload: {shape: uniform, keys: 50, rate: 100, partitions: 2}
+job: {session_gap: 3s, max_session_length: 30s, watermark: 2s, trigger: 1s}
+phases: {steady: 10s, inject: 20s, recover: 30s}
+faults:
+  - {fault: network.down, target: kafka, at: 0s, duration: 15s}
+arms:
+  hardened:
+    targets: {exit_code: 0, progress: true, recovery: {within: 25s, lag_below: 5s, healthy_samples: 3},
+              lost: 0, duplicated: 0}
+"""
+NO_HOOK_RUN = """
+name: target-broker-kill
+description: a broker killed; a target run cannot act on the target's servers yet
+incident: {file: 001-kafka-disconnects-tolerable-failures-bad-magic-metadata-exists.txt, error: Node 1 disconnected}
+seed: 5
+workload: {shape: uniform, keys: 50, rate: 100, partitions: 2}
+phases: {steady: 10s, inject: 20s, recover: 30s}
+faults:
+  - {fault: process.kill, target: broker, at: 0s, duration: 15s}
+arms:
+  hardened:
+    targets: {exit_code: 0, lost: 0, duplicated: 0}
+"""
 
 
 def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxies(tmp_path):
@@ -59,6 +92,23 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
         assert missing.returncode == 3 and "NO  credentials" in missing.stdout, missing.stdout
         for text in (target.read_text(), doctor.stdout, doctor.stderr, missing.stdout, missing.stderr):
             assert secret not in text and access not in text
+
+        specs = []
+        for name, text in (("through-proxy.yaml", THROUGH_PROXY), ("no-hook.yaml", NO_HOOK_RUN)):
+            (tmp_path / name).write_text(text)
+            specs.append(str(tmp_path / name))
+        runs = tmp_path / "target-runs"
+        ran = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--target", str(target), *specs,
+                              "--out", str(runs)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert ran.returncode == 6, ran.stdout[-4000:] + ran.stderr[-2000:]  # SKIPPED: nothing failed, one not run
+        results = json.loads((next(p for p in runs.iterdir() if p.is_dir() and not p.is_symlink())
+                              / "results.json").read_text())
+        arms = {e["name"]: e["arms"][0] for e in results["experiments"]}
+        assert arms["target-kafka-down"]["verdict"] == "PASSED", ran.stdout[-4000:]
+        assert arms["target-kafka-down"]["lost"] == 0 and arms["target-kafka-down"]["duplicated"] == 0
+        assert arms["target-broker-kill"]["verdict"] == "SKIPPED"
+        assert "hook" in arms["target-broker-kill"]["skipped"]
+        assert secret not in ran.stdout + ran.stderr and access not in ran.stdout + ran.stderr
     finally:
         if up.poll() is None:
             up.send_signal(signal.SIGINT)

@@ -1,0 +1,48 @@
+"""Which arms can run on a target (`chaos run --target`): an arm whose faults cannot act there is SKIPPED with the
+reason, before anything of it starts, and never reported as PASSED (chaos/verdicts.py).
+
+A pure function of the target file, what the target stack found when it started (its brokers' proxies, whether an
+S3 fault proxy is in the path) and the experiment, so the rules are tested without a target (tests/unit).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..faults.base import FaultError
+from ..faults.network import proxies_for
+from ..spec import ExperimentSpec
+from .model import Target
+
+# Process faults on the job's driver act on a process this suite starts on this host, whatever the target.
+OWN_PROCESSES = ("job-driver",)
+
+
+def skip_reason(target: Target, brokers: list[str], s3_fault_proxy: bool, spec: ExperimentSpec,
+                fault_indices: Iterable[int]) -> str | None:
+    """Why the arm running `fault_indices` of `spec` cannot act on `target`, or None when every fault can.
+    `brokers`: the broker proxies' roles the run found (`kafka`, or kafka-1 .. kafka-N)."""
+    if spec.topology == "cluster" and len(brokers) < 3:
+        return (f"topology cluster needs three brokers, each behind its own proxy (kafka-1 .. kafka-3 under "
+                f"toxiproxy.proxies); target {target.name} has {', '.join(brokers)}")
+    for index in fault_indices:
+        fault = spec.faults[index]
+        family = fault.fault.split(".", 1)[0]
+        what = f"fault {index + 1} ({fault.fault} on {fault.target})"
+        if family == "network":
+            try:
+                roles = proxies_for(fault.target, brokers)
+            except FaultError as exc:
+                return f"{what}: {exc}"
+            missing = [role for role in roles if target.toxiproxy.proxy(role) is None]
+            if missing:
+                return f"{what}: target {target.name} has no proxy for {', '.join(missing)} (toxiproxy.proxies)"
+        elif family == "s3" and not s3_fault_proxy:
+            return f"{what}: target {target.name} has no S3 fault proxy in its S3 path (s3.fault_proxy)"
+        elif family == "process" and fault.target not in OWN_PROCESSES:
+            if fault.target not in target.hooks:
+                return f"{what}: target {target.name} has no hook for {fault.target} (hooks)"
+            return f"{what}: chaos run does not run a target's hooks yet (hooks.{fault.target} is given)"
+        if fault.on is not None and not s3_fault_proxy and set(fault.on.events) - {"job_started"}:
+            return (f"{what}: its trigger ({', '.join(fault.on.events)}) watches the job's S3 requests, and target "
+                    f"{target.name} has no S3 fault proxy in its S3 path (s3.fault_proxy)")
+    return None

@@ -1,0 +1,264 @@
+"""A target as the stack of a run (`chaos run --target FILE`): the same members a run uses of infra.stack.Stack
+(infra.stack.StackLike), made of an environment the suite did not start.
+
+- Kafka and S3 are the target's, through its proxies; the harness's probes use the direct endpoints the file gives
+  (`kafka.direct_bootstrap_servers`, `s3.direct_endpoint`), else the proxied ones.
+- Network faults go through the target's existing Toxiproxy (`toxiproxy.api`), by role (`toxiproxy.proxies`); only
+  those proxies are ever changed or reset, since the server may carry other people's proxies.
+- S3 faults and lifecycle triggers go through the S3 fault proxy the file names (`s3.fault_proxy`), if any.
+- The job's driver runs on this host, as for the local stack, with the target's master, Spark settings and
+  spark-submit arguments (through pyspark's PYSPARK_SUBMIT_ARGS), and the credentials read from the variables the
+  file names: a value never reaches a command line or a file.
+- The target's servers are not the suite's: it neither signals nor restarts them (`handles` is empty; a process
+  fault on one is SKIPPED before its arm starts: chaos/target/gate.py).
+
+What a target file can say and `chaos run` does not use yet is refused when the run starts, with one line: a key
+prefix, a CA bundle, a SASL login, a `mode: start` Toxiproxy, cluster deploy mode.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import threading
+from pathlib import Path
+from typing import Callable, TypeVar
+from urllib.parse import urlsplit
+
+from infra.driver import ENV_CREDENTIALS_PROVIDER
+from infra.errors import InfraError
+from infra.s3proxy import S3ProxyClient
+from infra.stack import DriverSlot, Handle, StackInfo, host_spark_home
+from infra.toxiproxy import ToxiproxyClient
+from job.settings import from_args
+
+from .. import errors
+from .model import Target
+
+_H = TypeVar("_H", bound=Handle)
+
+# The driver's ports, which executors reach it on: a second driver at the same time (a colliding deployment) must
+# bind ports of its own.
+DRIVER_PORT_KEYS = ("spark.driver.port", "spark.driver.blockManager.port")
+
+
+def unsupported(target: Target) -> str | None:
+    """What this target asks for that `chaos run --target` cannot do yet (docs/targets.md), or None."""
+    if target.s3.prefix.strip("/"):
+        return "s3.prefix: chaos run keeps each deployment at the bucket's top level; give a bucket of its own"
+    if target.s3.ca_bundle:
+        return "s3.ca_bundle: chaos run does not hand a CA bundle to the job's JVM yet; use a certificate the JVM trusts"
+    if "kafka_username" in target.credentials:
+        return "credentials.kafka_username: chaos run's own Kafka clients do not log in with SASL yet"
+    if target.toxiproxy.mode != "existing":
+        return "toxiproxy mode: start: chaos run does not start a Toxiproxy yet; give an existing one (api, proxies)"
+    if target.spark.deploy_mode != "client":
+        return "spark.deploy_mode: cluster: chaos run starts the job's driver itself, on this host (client mode)"
+    return None
+
+
+class RoleProxies(ToxiproxyClient):
+    """An existing Toxiproxy seen by role: `kafka`, `s3`, ... name the target's proxies (`toxiproxy.proxies`), and a
+    reset touches those proxies only."""
+
+    def __init__(self, api: str, names: dict[str, str], timeout: float = 5.0):
+        parts = urlsplit(api)
+        super().__init__(parts.hostname or "", parts.port or 8474, timeout)
+        self.names = names
+
+    def proxy(self, name: str):
+        return super().proxy(self.names.get(name, name))
+
+    def reset(self) -> None:
+        """Every toxic removed from the target's proxies and each of them enabled; other proxies left alone."""
+        for role in self.names:
+            for toxic in self.toxics(role):
+                self.remove_toxic(role, toxic)
+            if not self.proxy(role).enabled:
+                self.set_enabled(role, True)
+
+
+class TargetStack:
+    """infra.stack.StackLike on a target. `with TargetStack(run_dir, target) as stack:` checks what the run needs
+    (the credentials' variables, the proxies), and tears down what the run started (drivers) on the way out."""
+
+    def __init__(self, run_dir: Path, target: Target, progress: Callable[[str], None] = lambda message: None):
+        self.run_dir = Path(run_dir).resolve()
+        self.target = target
+        self.progress = progress
+        self.handles: dict[str, Handle] = {}  # the target's servers are not the suite's to signal
+        self.children: list[Handle] = []
+        self._info: StackInfo | None = None
+        self._toxiproxy: RoleProxies | None = None
+        self._s3proxy: S3ProxyClient | None = None
+        self._lock = threading.Lock()
+        self._closing = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+    def __enter__(self) -> "TargetStack":
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> StackInfo:
+        target = self.target
+        problem = unsupported(target)
+        if problem is not None:
+            raise errors.ChaosError(f"{target.source}: {problem}", errors.USAGE)
+        unset = [name for name in target.credentials.values() if not os.environ.get(name)]
+        if unset:
+            raise errors.ChaosError(f"{target.source}: the environment variable(s) {', '.join(unset)} named under "
+                                    "credentials are not set; set them in the environment of chaos run",
+                                    errors.USAGE)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        proxies = dict(target.toxiproxy.proxies)
+        assert target.toxiproxy.api is not None  # an existing Toxiproxy has its api (model.py)
+        self._toxiproxy = RoleProxies(target.toxiproxy.api, proxies)
+        missing = [f"{role} ({name})" for role, name in proxies.items() if name not in self._toxiproxy.proxies()]
+        if missing:
+            raise InfraError(f"{target.source}: the Toxiproxy at {target.toxiproxy.api} has no proxy for "
+                             f"{', '.join(missing)}; run chaos doctor --target {target.source}")
+        self._toxiproxy.reset()
+        if target.s3.fault_proxy:
+            self._s3proxy = S3ProxyClient(target.s3.fault_proxy)
+            self._s3proxy.clear()
+        brokers = sorted((role for role in proxies if role.startswith("kafka-")), key=lambda r: int(r[6:]))
+        kafka = target.kafka
+        conf = target.spark.conf
+        self._info = StackInfo(
+            backend="target", run_dir=str(self.run_dir),
+            kafka_bootstrap=",".join(kafka.bootstrap_servers),
+            kafka_internal_bootstrap=",".join(kafka.direct_bootstrap_servers or kafka.bootstrap_servers),
+            s3_endpoint=target.s3.url, s3_direct_endpoint=target.s3.direct_url(), bucket=target.s3.bucket,
+            toxiproxy_api=target.toxiproxy.api, spark_master=target.spark.master,
+            spark_master_ui=target.spark.master_ui or "", spark_jars=[], spark_home=host_spark_home(),
+            # Where executors reach the driver, as the target's Spark settings say (nothing: Spark's defaults).
+            driver=DriverSlot(conf.get("spark.driver.bindAddress", ""), conf.get("spark.driver.host", ""),
+                              int(conf.get("spark.driver.port", "0") or 0),
+                              int(conf.get("spark.driver.blockManager.port", "0") or 0)),
+            proxies={role: {"name": name} for role, name in proxies.items()},
+            s3proxy_api=target.s3.fault_proxy or "",
+            topology="cluster" if len(brokers) >= 3 else "single",
+            brokers=brokers if len(brokers) >= 2 else ["kafka"], workers=[],
+            replication_factor=kafka.replication_factor or -1,  # -1: the brokers' default
+            min_insync_replicas=kafka.min_insync_replicas or 1)
+        self.progress(f"target {target.name}: Kafka {self._info.kafka_bootstrap}, S3 {self._info.s3_endpoint}, "
+                      f"Spark {target.spark.master}, Toxiproxy {target.toxiproxy.api} ({', '.join(proxies)})"
+                      + (f", S3 fault proxy {target.s3.fault_proxy}" if target.s3.fault_proxy else ""))
+        return self._info
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        try:
+            self.reset()  # heals whatever a fault left, and releases requests the S3 fault proxy holds
+        except InfraError:
+            pass
+        for child in self.children:
+            child.stop()
+
+    # -- what a run uses -------------------------------------------------------------------------------------------
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / "logs"
+
+    @property
+    def info(self) -> StackInfo:
+        if self._info is None:
+            raise InfraError("the target is not started yet (with TargetStack(...) as stack)")
+        return self._info
+
+    @property
+    def toxiproxy(self) -> ToxiproxyClient:
+        if self._toxiproxy is None:
+            raise InfraError("the target is not started yet (with TargetStack(...) as stack)")
+        return self._toxiproxy
+
+    @property
+    def s3proxy(self) -> S3ProxyClient | None:
+        return self._s3proxy
+
+    def reset(self) -> None:
+        if self._toxiproxy is not None:
+            self._toxiproxy.reset()
+        if self._s3proxy is not None:
+            self._s3proxy.clear()
+
+    def restart(self, component: str, grace: float = 5.0) -> float:
+        raise InfraError(f"cannot restart {component!r}: the target's servers are not the suite's")
+
+    def _credential(self, purpose: str) -> str | None:
+        name = self.target.credentials.get(purpose)
+        return os.environ.get(name) if name else None
+
+    def s3_client(self, direct: bool = False, endpoint: str | None = None):
+        """A MinIO client on the target's S3 (through its proxies, or direct for the harness's reads), with the
+        credentials the file names, else the standard AWS providers (environment, profile)."""
+        from minio import Minio
+        from minio.credentials import AWSConfigProvider, ChainedProvider, EnvAWSProvider
+
+        url = endpoint or (self.info.s3_direct_endpoint if direct else self.info.s3_endpoint)
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        access, secret = self._credential("s3_access_key"), self._credential("s3_secret_key")
+        if access and secret:
+            return Minio(parts.netloc, access_key=access, secret_key=secret,
+                         session_token=self._credential("s3_session_token"), secure=parts.scheme == "https",
+                         region=self.target.s3.region)
+        return Minio(parts.netloc, credentials=ChainedProvider([EnvAWSProvider(), AWSConfigProvider()]),
+                     secure=parts.scheme == "https", region=self.target.s3.region)
+
+    def job_env(self) -> dict[str, str]:
+        """The driver's environment: the credentials from the variables the file names (as the AWS variables the
+        job's S3 clients read), pyspark's interpreter, and the file's spark-submit arguments."""
+        env = {"SPARK_HOME": self.info.spark_home, "PYSPARK_PYTHON": sys.executable,
+               "PYSPARK_DRIVER_PYTHON": sys.executable}
+        for purpose, variable in (("s3_access_key", "AWS_ACCESS_KEY_ID"), ("s3_secret_key", "AWS_SECRET_ACCESS_KEY"),
+                                  ("s3_session_token", "AWS_SESSION_TOKEN")):
+            value = self._credential(purpose)
+            if value:
+                env[variable] = value
+        if self.target.spark.submit_args:
+            # pyspark starts its JVM with spark-submit and these arguments (they must end with `pyspark-shell`)
+            env["PYSPARK_SUBMIT_ARGS"] = " ".join(shlex.quote(a) for a in self.target.spark.submit_args) \
+                + " pyspark-shell"
+        return env
+
+    def job_deployment(self, args: list[str]) -> list[str] | None:
+        """The job's options (`args`: profile, topic, deployment, settings) plus the target's deployment, as docs/job.md
+        gives them: Kafka and its client options, S3 (endpoint, region, path style, TLS, credentials from the
+        environment when the file names them), the bucket, and the target's Spark settings with its master."""
+        target, settings = self.target, from_args(args)
+        conf = {**target.spark.conf, "spark.master": target.spark.master}
+        if not settings.proxied_driver:  # a second driver at the same time binds ports of its own
+            conf.update({key: "0" for key in DRIVER_PORT_KEYS})
+            if "spark.driver.bindAddress" in conf:
+                conf["spark.driver.host"] = conf["spark.driver.bindAddress"]
+        s3 = target.s3
+        return [*args,
+                "--kafka-bootstrap-servers", ",".join(target.kafka.bootstrap_servers),
+                *[item for key, value in target.kafka.options.items() for item in ("--kafka-option", f"{key}={value}")],
+                "--s3-endpoint", s3.url, "--s3-region", s3.region,
+                "--s3-path-style" if s3.path_style else "--no-s3-path-style",
+                "--s3-tls" if s3.tls else "--no-s3-tls",
+                *(["--s3-credentials-provider", ENV_CREDENTIALS_PROVIDER] if "s3_access_key" in target.credentials
+                  else []),
+                "--storage-uri", s3.storage_uri,
+                *[item for key, value in conf.items() for item in ("--spark-conf", f"{key}={value}")]]
+
+    def adopt(self, launch: Callable[[], _H], component: str | None = None) -> _H:
+        """Launch under the lock and register the result, so teardown always sees it; nothing starts once it has
+        begun."""
+        with self._lock:
+            if self._closing:
+                raise InfraError("the run is shutting down; nothing new is started")
+            handle = launch()
+            (self.children.append(handle) if component is None else self.handles.__setitem__(component, handle))
+            return handle
