@@ -432,6 +432,12 @@ class Stack:
                 "SPARK_LOCAL_IP": LOOPBACK, "SPARK_HOME": self.info.spark_home,
                 "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
 
+    def command_of(self, component: str) -> list[str]:
+        """The command line `component` was started with (what a hook can find its process by)."""
+        if component not in self._specs:
+            raise InfraError(f"{component!r} is not a component of this stack")
+        return list(self._specs[component].argv)
+
     def job_deployment(self, args: list[str]) -> list[str] | None:
         """The job's deployment options for `args`: None, since this stack is described by its StackInfo alone and
         infra.driver.job_args makes them from it (a target makes its own: chaos/target/stack.py)."""

@@ -16,6 +16,7 @@ from .common import progress as _progress
 # MinIO refuses shorter root keys.
 MIN_ACCESS_KEY, MIN_SECRET_KEY = 3, 8
 POLL_S = 1.0
+RESTART_ASKED = threading.Event()
 
 
 def _credentials_from_env():
@@ -52,6 +53,8 @@ def stack_up(backend: str, target: Path | None, out: Path | None, topology: str 
         # Ctrl-C is how this command ends, also when a shell started it in the background (`&` in a script), which
         # leaves SIGINT ignored; SIGTERM already takes the same path (chaos/cli.py).
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        # A target's restart hook (chaos/target/from_stack.py): start again whatever is down, as a supervisor would.
+        signal.signal(signal.SIGUSR1, lambda signum, frame: RESTART_ASKED.set())
     target = _target_path(target) if target is not None else None
     run_dir = new_run_dir("stack-up", out)
     _progress(f"run directory: {run_dir}")
@@ -85,6 +88,15 @@ def _watch(stack) -> None:
     the stack keeps running, as a cluster would)."""
     down: set[str] = set()
     while True:
+        if RESTART_ASKED.is_set():
+            RESTART_ASKED.clear()
+            for name, handle in list(stack.handles.items()):
+                if not handle.alive():
+                    try:
+                        seconds = stack.restart(name)
+                        _progress(f"{name} restarted (asked by SIGUSR1), ready in {seconds:.1f} s")
+                    except Exception as exc:  # noqa: BLE001 - said, and the stack keeps running for what is up
+                        _progress(f"{name} could not be restarted: {exc}")
         for name, handle in stack.handles.items():
             alive = handle.alive()
             if not alive and name not in down:

@@ -82,6 +82,10 @@ class ProcessFault(BaseFault):
                 raise FaultError("the job driver is not running")
             job.signal(signum)  # the whole group: the Python driver and its JVM
             return ["job-driver"]
+        if target == "executor" and "executor" in stack.handles:
+            # a target's hook (chaos/target/stack.py): it reaches every executor of the target at once
+            stack.handles["executor"].signal(signum)
+            return ["executors (hook)"]
         if target == "executor":
             pids = []
             for worker in stack.info.workers:
@@ -265,6 +269,8 @@ class Pause(ProcessFault):
         if self.fault.target in ("broker", "minio"):
             for component in getattr(self, "_paused", []):
                 self.ctx.stack.handles[component].signal(signal.SIGCONT)
+        elif self.fault.target == "executor" and "executor" in self.ctx.stack.handles:
+            self.ctx.stack.handles["executor"].signal(signal.SIGCONT)
         elif self.fault.target == "executor":
             for pid in getattr(self, "_executor_pids", []):
                 try:

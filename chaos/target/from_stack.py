@@ -4,12 +4,16 @@ driver settings that put executor-to-driver traffic through the `spark-driver` p
 for process faults. The document is validated (chaos/target/model.py) before it is written, so a file this writes is
 one `chaos doctor --target` reads.
 
-Hooks name the stack's process groups by number: they are valid while the stack runs, and `chaos stack up` removes
-the file when it stops, so a stale hook can never signal a process that reused a number.
+Hooks find the stack's servers by their command lines (a broker by its own properties file, MinIO by its port,
+executors inside the worker's session), so they still reach a server the stack has restarted; a restart hook asks
+the `chaos stack up` process (SIGUSR1) to start again whatever is down. `chaos stack up` removes the file when it
+stops, so a stale hook can never signal the process that reused its number.
 """
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,20 +32,32 @@ ACCESS_KEY_ENV, SECRET_KEY_ENV = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
 EXECUTOR_MARKER = "CoarseGrainedExecutorBackend"
 
 
-def local_hooks(stack: Stack) -> dict[str, dict[str, str]]:
-    """Process-fault hooks for a stack whose servers are process groups on this host (the local backend): the
-    broker's and MinIO's groups by number, and the executors inside the worker's session (a worker starts its
-    executors in its own session). None for a backend whose processes this host cannot signal by number."""
+def _pattern(words: list[str]) -> str:
+    """A `pkill -f` pattern matching these command-line words, quoted for the shell. The first letter goes in
+    brackets: the pattern then does not match itself, so the shell that runs a hook is never one of its targets."""
+    text = " ".join(re.escape(word) for word in words)
+    return shlex.quote(f"[{text[0]}]{text[1:]}")
+
+
+def local_hooks(stack: Stack, pid: int | None = None) -> dict[str, dict[str, str]]:
+    """Process-fault hooks for a stack whose servers are processes on this host (the local backend): the broker by
+    its properties file, MinIO by its address, the executors inside the worker's session (a worker starts them in
+    its own); a killed broker or MinIO comes back by SIGUSR1 to `pid` (`chaos stack up`, which restarts whatever is
+    down). None for a backend whose processes this host cannot signal."""
     if stack.backend.name != "local":
         return {}
+    restart = {"restart": f"kill -s USR1 {pid}"} if pid is not None else {}
     hooks = {}
     # A hook is one command per role: on a cluster it would have to pick one broker of three or one worker of two,
     # which a target's hooks cannot say yet (docs/targets.md), so a cluster gets MinIO's hook only.
     single = stack.info.topology == "single"
-    for role, component in (("broker", "kafka"), ("minio", "minio")):
-        handle = stack.handles.get(component) if single or role == "minio" else None
-        if handle is not None and handle.pid is not None:
-            hooks[role] = {"signal": f"kill -s {{signal}} -- -{handle.pid}"}
+    if single:
+        properties = stack.command_of("kafka")[-1]  # kafka.Kafka <properties>: this broker's alone
+        hooks["broker"] = {"signal": f"pkill --signal {{signal}} -f {_pattern(['kafka.Kafka', properties])}", **restart}
+    minio = stack.command_of("minio")
+    address = minio[minio.index("--address") + 1]
+    hooks["minio"] = {"signal": f"pkill --signal {{signal}} -f {_pattern(['server', '--quiet', '--address', address])}",
+                      **restart}
     worker = stack.handles["spark-worker"].pid if single else None
     if worker is not None:
         hooks["executor"] = {"signal": f"pkill --signal {{signal}} -s {worker} -f {EXECUTOR_MARKER}"}
@@ -64,7 +80,7 @@ def stack_target(stack: Stack, name: str, source: str) -> Target:
                   "conf": conf},
         "credentials": {"s3_access_key": ACCESS_KEY_ENV, "s3_secret_key": SECRET_KEY_ENV},
         "toxiproxy": {"api": info.toxiproxy_api, "proxies": {name: name for name in info.proxies}},
-        "hooks": local_hooks(stack),
+        "hooks": local_hooks(stack, os.getpid()),
     }
     return parse_target(doc, source)
 
@@ -74,7 +90,8 @@ def write_target(stack: Stack, path: Path, name: str = "local-stack") -> Target:
     target = stack_target(stack, name, str(path))
     header = (f"# The stack of {stack.run_dir}, written by `chaos stack up` at "
               f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}.\n"
-              "# Valid while that command runs (its hooks name process groups); it removes this file when it stops.\n"
+              f"# Valid while that command (pid {os.getpid()}) runs: its restart hooks signal it; it removes this file "
+              "when it stops.\n"
               f"# Credentials are the variables {ACCESS_KEY_ENV} and {SECRET_KEY_ENV} of the environment it was "
               "started in.\n")
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")

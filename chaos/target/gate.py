@@ -17,6 +17,20 @@ from .model import Target
 OWN_PROCESSES = ("job-driver",)
 
 
+def _hook_cannot(target: Target, brokers: list[str], fault) -> str | None:
+    """Why the target's hook cannot carry out this process fault on a broker, MinIO or the executors, or None."""
+    role, hook = fault.target, target.hooks.get(fault.target)
+    if hook is None:
+        return f"target {target.name} has no hook for {role} (hooks)"
+    if role == "broker" and len(brokers) > 1:
+        return f"a hook is one command for every broker, and target {target.name} has {len(brokers)}: it cannot say which"
+    if role == "executor" and fault.params.get("executors", "all") != "all":
+        return "a hook acts on every executor at once, not on one of them (executors: one)"
+    if fault.fault == "process.kill" and role != "executor" and hook.restart is None:
+        return f"a killed {role} must come back, and hooks.{role} has no restart command"
+    return None
+
+
 def skip_reason(target: Target, brokers: list[str], s3_fault_proxy: bool, spec: ExperimentSpec,
                 fault_indices: Iterable[int]) -> str | None:
     """Why the arm running `fault_indices` of `spec` cannot act on `target`, or None when every fault can.
@@ -39,9 +53,9 @@ def skip_reason(target: Target, brokers: list[str], s3_fault_proxy: bool, spec: 
         elif family == "s3" and not s3_fault_proxy:
             return f"{what}: target {target.name} has no S3 fault proxy in its S3 path (s3.fault_proxy)"
         elif family == "process" and fault.target not in OWN_PROCESSES:
-            if fault.target not in target.hooks:
-                return f"{what}: target {target.name} has no hook for {fault.target} (hooks)"
-            return f"{what}: chaos run does not run a target's hooks yet (hooks.{fault.target} is given)"
+            reason = _hook_cannot(target, brokers, fault)
+            if reason is not None:
+                return f"{what}: {reason}"
         if fault.on is not None and not s3_fault_proxy and set(fault.on.events) - {"job_started"}:
             return (f"{what}: its trigger ({', '.join(fault.on.events)}) watches the job's S3 requests, and target "
                     f"{target.name} has no S3 fault proxy in its S3 path (s3.fault_proxy)")

@@ -9,8 +9,10 @@
 - The job's driver runs on this host, as for the local stack, with the target's master, Spark settings and
   spark-submit arguments (through pyspark's PYSPARK_SUBMIT_ARGS), and the credentials read from the variables the
   file names: a value never reaches a command line or a file.
-- The target's servers are not the suite's: it neither signals nor restarts them (`handles` is empty; a process
-  fault on one is SKIPPED before its arm starts: chaos/target/gate.py).
+- The target's servers are reached through its hooks only (`HookHandle`): a process fault signals one by running
+  the hook's command, a killed broker or MinIO comes back by its `restart` command, and it counts as alive while its
+  direct endpoint accepts connections. A process fault that no hook can carry out is SKIPPED before its arm starts
+  (chaos/target/gate.py).
 
 What a target file can say and `chaos run` does not use yet is refused when the run starts, with one line: a key
 prefix, a CA bundle, a SASL login, a `mode: start` Toxiproxy, cluster deploy mode.
@@ -19,8 +21,12 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
+import socket
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Callable, TypeVar
 from urllib.parse import urlsplit
@@ -33,7 +39,7 @@ from infra.toxiproxy import ToxiproxyClient
 from job.settings import from_args
 
 from .. import errors
-from .model import Target
+from .model import Hook, Target
 
 _H = TypeVar("_H", bound=Handle)
 
@@ -78,6 +84,73 @@ class RoleProxies(ToxiproxyClient):
                 self.set_enabled(role, True)
 
 
+HOOK_TIMEOUT_S = 60.0     # one hook command (an ssh or kubectl line)
+READY_TIMEOUT_S = 180.0   # a restarted server's endpoint accepting connections again
+
+
+def _accepts(addresses: list[str], timeout: float = 2.0) -> bool:
+    """Whether any of these HOST:PORT addresses accepts a TCP connection: a killed server's does not; a paused one's
+    still does (its kernel accepts), and a paused server is alive."""
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+class HookHandle:
+    """A server of the target as the process faults see it (infra.stack.Handle): signalled by running its role's
+    hook, restarted by the hook's `restart` command, alive while its direct endpoint accepts connections (`addresses`;
+    none: taken as alive, e.g. executors, which their worker relaunches)."""
+
+    def __init__(self, role: str, hook: Hook, addresses: list[str], log_path: Path):
+        self.name, self.role, self.hook, self.addresses, self.log_path = role, role, hook, addresses, log_path
+
+    @property
+    def pid(self) -> int | None:
+        return None  # on the target's hosts, not this one
+
+    def alive(self) -> bool:
+        return _accepts(self.addresses) if self.addresses else True
+
+    def _run(self, command: str, what: str) -> None:
+        # A hook is a shell line from the target file (ssh, kubectl, kill); its output goes to the run's log, never to
+        # the console, since a platform's tool may print more than the operator wants shown.
+        with open(self.log_path, "a") as log:
+            log.write(f"$ {command}\n")
+            log.flush()
+            try:
+                done = subprocess.run(command, shell=True, stdout=log, stderr=subprocess.STDOUT, timeout=HOOK_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise InfraError(f"hook {self.role} ({what}) did not finish in {HOOK_TIMEOUT_S:.0f} s; see "
+                                 f"{self.log_path}") from None
+        if done.returncode != 0:
+            raise InfraError(f"hook {self.role} ({what}) exited {done.returncode}; see {self.log_path}")
+
+    def signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name.removeprefix("SIG")
+        self._run(self.hook.signal.format(signal=name, role=self.role), f"signal {name}")
+
+    def restart(self) -> float:
+        """Run the restart command and wait until the endpoint accepts connections; seconds it took."""
+        if self.hook.restart is None:
+            raise InfraError(f"hook {self.role} has no restart command: a killed {self.role} stays down")
+        started = time.monotonic()
+        self._run(self.hook.restart.format(role=self.role), "restart")
+        while not self.alive():
+            if time.monotonic() - started > READY_TIMEOUT_S:
+                raise InfraError(f"{self.role} did not accept connections {READY_TIMEOUT_S:.0f} s after its restart "
+                                 "hook")
+            time.sleep(0.5)
+        return time.monotonic() - started
+
+    def stop(self, grace: float = 5.0) -> None:
+        pass  # the target's servers outlive the run
+
+
 class TargetStack:
     """infra.stack.StackLike on a target. `with TargetStack(run_dir, target) as stack:` checks what the run needs
     (the credentials' variables, the proxies), and tears down what the run started (drivers) on the way out."""
@@ -86,7 +159,7 @@ class TargetStack:
         self.run_dir = Path(run_dir).resolve()
         self.target = target
         self.progress = progress
-        self.handles: dict[str, Handle] = {}  # the target's servers are not the suite's to signal
+        self.handles: dict[str, Handle] = {}  # the target's servers that have hooks (HookHandle), by component
         self.children: list[Handle] = []
         self._info: StackInfo | None = None
         self._toxiproxy: RoleProxies | None = None
@@ -148,10 +221,25 @@ class TargetStack:
             brokers=brokers if len(brokers) >= 2 else ["kafka"], workers=[],
             replication_factor=kafka.replication_factor or -1,  # -1: the brokers' default
             min_insync_replicas=kafka.min_insync_replicas or 1)
+        self._adopt_hooks()
         self.progress(f"target {target.name}: Kafka {self._info.kafka_bootstrap}, S3 {self._info.s3_endpoint}, "
                       f"Spark {target.spark.master}, Toxiproxy {target.toxiproxy.api} ({', '.join(proxies)})"
                       + (f", S3 fault proxy {target.s3.fault_proxy}" if target.s3.fault_proxy else ""))
         return self._info
+
+    def _adopt_hooks(self) -> None:
+        """A HookHandle per role with a hook, under the component names the process faults use: `kafka` (a single
+        broker: a hook cannot say which of several), `minio`, `executor` (every executor at once)."""
+        info, hooks, log = self.info, self.target.hooks, self.log_dir / "hooks.log"
+        if "broker" in hooks and info.brokers == ["kafka"]:
+            self.handles["kafka"] = HookHandle("broker", hooks["broker"], info.kafka_internal_bootstrap.split(","), log)
+        if "minio" in hooks:
+            endpoint = urlsplit(info.s3_direct_endpoint)
+            self.handles["minio"] = HookHandle(
+                "minio", hooks["minio"], [f"{endpoint.hostname}:{endpoint.port or (443 if endpoint.scheme == 'https' else 80)}"],
+                log)
+        if "executor" in hooks:
+            self.handles["executor"] = HookHandle("executor", hooks["executor"], [], log)
 
     def close(self) -> None:
         with self._lock:
@@ -193,7 +281,12 @@ class TargetStack:
             self._s3proxy.clear()
 
     def restart(self, component: str, grace: float = 5.0) -> float:
-        raise InfraError(f"cannot restart {component!r}: the target's servers are not the suite's")
+        """A killed server back through its hook's restart command; seconds until it accepts connections."""
+        handle = self.handles.get(component)
+        if not isinstance(handle, HookHandle):
+            raise InfraError(f"cannot restart {component!r}: the target has no hook for it")
+        self.progress(f"restarting {component} (hook {handle.role})")
+        return handle.restart()
 
     def _credential(self, purpose: str) -> str | None:
         name = self.target.credentials.get(purpose)

@@ -26,32 +26,34 @@ pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Two short experiments for `chaos run --target`: the broker unreachable for 15 s (the target's `kafka` proxy), and a
-# broker kill, which a target run does not do (it does not run a target's hooks yet): SKIPPED, never PASSED.
+# Two short experiments for `chaos run --target`: the broker unreachable for 12 s (the target's `kafka` proxy), then
+# killed and restarted through the target's hooks (a `pkill` line, and SIGUSR1 to `chaos stack up`); and one executor
+# of several killed, which a hook cannot do (it reaches every executor at once): SKIPPED, never PASSED.
 THROUGH_PROXY = """
 name: target-kafka-down
-description: the broker unreachable for 15 s through the target's proxy; every session exactly once
+description: the broker unreachable for 12 s through the target's proxy, then killed; every session exactly once
 incident: {file: 001-kafka-disconnects-tolerable-failures-bad-magic-metadata-exists.txt, error: Node 1 disconnected}
 seed: 5
 workload: {shape: uniform, keys: 50, rate: 100, partitions: 2}
 job: {session_gap: 3s, max_session_length: 30s, watermark: 2s, trigger: 1s}
-phases: {steady: 10s, inject: 20s, recover: 30s}
+phases: {steady: 10s, inject: 30s, recover: 30s}
 faults:
-  - {fault: network.down, target: kafka, at: 0s, duration: 15s}
+  - {fault: network.down, target: kafka, at: 0s, duration: 12s}
+  - {fault: process.kill, target: broker, at: 16s, duration: 10s}
 arms:
   hardened:
     targets: {exit_code: 0, progress: true, recovery: {within: 25s, lag_below: 5s, healthy_samples: 3},
               lost: 0, duplicated: 0}
 """
 NO_HOOK_RUN = """
-name: target-broker-kill
-description: a broker killed; a target run cannot act on the target's servers yet
+name: target-one-executor
+description: one executor of several killed; a target's hook reaches every executor at once
 incident: {file: 001-kafka-disconnects-tolerable-failures-bad-magic-metadata-exists.txt, error: Node 1 disconnected}
 seed: 5
 workload: {shape: uniform, keys: 50, rate: 100, partitions: 2}
 phases: {steady: 10s, inject: 20s, recover: 30s}
 faults:
-  - {fault: process.kill, target: broker, at: 0s, duration: 15s}
+  - {fault: process.kill, target: executor, at: 0s, duration: 15s, params: {executors: one}}
 arms:
   hardened:
     targets: {exit_code: 0, lost: 0, duplicated: 0}
@@ -106,8 +108,14 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
         arms = {e["name"]: e["arms"][0] for e in results["experiments"]}
         assert arms["target-kafka-down"]["verdict"] == "PASSED", ran.stdout[-4000:]
         assert arms["target-kafka-down"]["lost"] == 0 and arms["target-kafka-down"]["duplicated"] == 0
-        assert arms["target-broker-kill"]["verdict"] == "SKIPPED"
-        assert "hook" in arms["target-broker-kill"]["skipped"]
+        assert arms["target-one-executor"]["verdict"] == "SKIPPED"
+        assert "every executor at once" in arms["target-one-executor"]["skipped"]
+        history = [json.loads(line) for line in (next(p for p in runs.iterdir() if p.is_dir() and not p.is_symlink())
+                                                 / "target-kafka-down" / "hardened" / "history.jsonl").open()]
+        restarted = [r for r in history if r.get("type") == "job" and r.get("event") == "restarted"
+                     and r.get("process") == "broker"]
+        assert restarted, "the broker was not restarted through the hook"
+        assert "kafka restarted (asked by SIGUSR1)" in log.read_text()
         assert secret not in ran.stdout + ran.stderr and access not in ran.stdout + ran.stderr
     finally:
         if up.poll() is None:

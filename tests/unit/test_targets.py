@@ -201,7 +201,10 @@ def _fake_stack(tmp_path: Path, backend: str = "local"):
                      proxies={name: {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}
                               for name in ("kafka", "s3", "spark-driver", "spark-driver-blocks")})
     handles = {name: SimpleNamespace(pid=pid) for name, pid in (("kafka", 101), ("minio", 102), ("spark-worker", 103))}
-    return SimpleNamespace(info=info, backend=SimpleNamespace(name=backend), handles=handles, run_dir=tmp_path)
+    commands = {"kafka": ["java", "-cp", "x", "kafka.Kafka", "/run/stack/kafka.properties"],
+                "minio": ["/bin/minio", "server", "--quiet", "--address", "127.0.0.1:41010", "/run/stack/minio-data"]}
+    return SimpleNamespace(info=info, backend=SimpleNamespace(name=backend), handles=handles, run_dir=tmp_path,
+                           command_of=commands.__getitem__)
 
 
 def test_a_stack_is_written_as_a_valid_target_with_names_and_hooks_only(tmp_path, monkeypatch):
@@ -215,8 +218,14 @@ def test_a_stack_is_written_as_a_valid_target_with_names_and_hooks_only(tmp_path
     assert target.kafka.bootstrap_servers == ("127.0.0.1:41001",) and target.s3.url == "http://127.0.0.1:41003"
     assert target.toxiproxy.api == "http://127.0.0.1:41005" and target.toxiproxy.proxy("spark-driver") == "spark-driver"
     assert target.spark.conf["spark.driver.host"] == "127.0.0.2" and "spark.master" not in target.spark.conf
-    assert target.hooks["broker"].signal == "kill -s {signal} -- -101"
+    # servers found by their command lines (a restarted one too), the pattern bracketed so it never matches the
+    # shell that runs it; a killed one restarted by SIGUSR1 to the `chaos stack up` process (this one, here)
+    assert target.hooks["broker"].signal == r"pkill --signal {signal} -f '[k]afka\.Kafka /run/stack/kafka\.properties'"
+    assert target.hooks["minio"].signal == \
+        r"pkill --signal {signal} -f '[s]erver \-\-quiet \-\-address 127\.0\.0\.1:41010'"
+    assert target.hooks["broker"].restart == target.hooks["minio"].restart == f"kill -s USR1 {os.getpid()}"
     assert target.hooks["executor"].signal == "pkill --signal {signal} -s 103 -f CoarseGrainedExecutorBackend"
+    assert target.hooks["executor"].restart is None  # the worker relaunches its executors
     assert SECRET not in path.read_text() and not list(tmp_path.glob(".t.yaml.*"))
 
 
@@ -353,11 +362,11 @@ def test_network_s3_checkpoint_and_driver_faults_run_on_a_stack_written_target(e
 
 def test_an_arm_whose_fault_cannot_act_on_the_target_is_skipped_with_the_reason():
     hooked = _stack_written()
-    hooked["hooks"] = {"broker": "kill -s {signal} -- -1234"}
-    # no hook for the executor killed second: named; a hook that exists is not run yet: said so
+    hooked["hooks"] = {"broker": "pkill --signal {signal} -f '[k]afka.Kafka /x'"}
+    # no hook for the executor killed second: named
     assert "no hook for executor" in (_gate(_stack_written(), "process-crash", ["kafka"]) or "")
-    assert "does not run a target's hooks" in (_gate(hooked, "cluster-broker-lost", ["kafka-1", "kafka-2", "kafka-3"])
-                                                or "")
+    # a hook is one command for every broker: on three brokers it cannot say which
+    assert "cannot say which" in (_gate(hooked, "cluster-broker-lost", ["kafka-1", "kafka-2", "kafka-3"]) or "")
     # no S3 fault proxy: S3 rules and the lifecycle triggers that watch S3 requests cannot act
     assert "s3.fault_proxy" in (_gate(_stack_written(), "s3-slowdown-storm", ["kafka"], fault_proxy=False) or "")
     assert "trigger" in (_gate(_stack_written(), "crash-anywhere", ["kafka"], fault_proxy=False) or "")
@@ -378,3 +387,54 @@ def test_on_a_cluster_target_kafka_means_every_brokers_proxy():
     assert _gate(cluster, "cluster-leader-move", brokers) is None
     cluster["toxiproxy"]["proxies"].pop("kafka-3")
     assert "three brokers" in (_gate(cluster, "cluster-leader-move", brokers[:2]) or "")
+
+
+def _hooked(**hooks) -> dict:
+    doc = _stack_written()
+    doc["hooks"] = hooks
+    return doc
+
+
+SIGNAL = "pkill --signal {signal} -f '[x]'"
+
+
+def test_a_hook_carries_out_a_process_fault_when_it_can_and_a_kill_needs_a_way_back():
+    every = {"signal": SIGNAL, "restart": "kill -s USR1 1"}
+    runs = _hooked(broker=every, minio=every, executor=SIGNAL)
+    # process-crash: job-driver kills (the suite's own), an executor kill, a broker kill restarted by its hook
+    assert _gate(runs, "process-crash", ["kafka"]) is None
+    assert _gate(runs, "crash-anywhere", ["kafka"]) is None
+    # a killed broker that no restart command brings back: SKIPPED (a paused one needs none)
+    no_restart = _hooked(broker=SIGNAL, executor=SIGNAL)
+    assert "no restart command" in (_gate(no_restart, "process-crash", ["kafka"]) or "")
+    # one executor of several: a hook reaches every executor at once
+    assert "every executor at once" in (_gate(runs, "cluster-executor-lost", ["kafka-1", "kafka-2", "kafka-3"]) or "")
+
+
+def test_a_hook_handle_runs_its_command_with_the_signal_and_is_alive_while_its_endpoint_accepts(tmp_path):
+    import signal
+    import socket
+
+    from chaos.target.model import Hook
+    from chaos.target.stack import HookHandle
+    from infra.errors import InfraError
+
+    marks = tmp_path / "marks"
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        hook = Hook(f"echo {{role}}={{signal}} >> {marks}", restart=f"echo restart >> {marks}")
+        handle = HookHandle("broker", hook, [f"127.0.0.1:{port}"], tmp_path / "hooks.log")
+        handle.signal(signal.SIGKILL)
+        handle.signal(signal.SIGCONT)
+        assert marks.read_text().split() == ["broker=KILL", "broker=CONT"]
+        assert handle.alive() and handle.pid is None
+        assert handle.restart() >= 0 and marks.read_text().split()[-1] == "restart"
+    assert not handle.alive()  # nothing accepts on the port any more
+    failing = HookHandle("minio", Hook("exit 3"), [], tmp_path / "hooks.log")
+    with pytest.raises(InfraError, match=r"hook minio \(signal STOP\) exited 3; see .*hooks\.log"):
+        failing.signal(signal.SIGSTOP)
+    with pytest.raises(InfraError, match="no restart command"):
+        failing.restart()
+    assert "$ exit 3" in (tmp_path / "hooks.log").read_text()
