@@ -121,7 +121,9 @@ def launch_driver(stack: StackLike, name: str, module: str, args: list[str], env
         args = job_args(stack.info, args) if deployment is None else deployment
     # The run's credentials replace whatever AWS identity this shell has: a session token or profile of its own
     # would be mixed with the stack's keys.
-    inherited = {k: v for k, v in os.environ.items() if k not in ("AWS_SESSION_TOKEN", "AWS_PROFILE")}
-    environment = {**inherited, **stack.job_env(), **(env or {})}
+    given = stack.job_env()
+    inherited = {k: v for k, v in os.environ.items()
+                 if "AWS_ACCESS_KEY_ID" not in given or k not in ("AWS_SESSION_TOKEN", "AWS_PROFILE")}
+    environment = {**inherited, **given, **(env or {})}
     return stack.adopt(lambda: ManagedProcess(name, [sys.executable, "-m", module, *args],
                                               stack.log_dir / f"{name}.log", env=environment))

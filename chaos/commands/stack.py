@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from .. import errors
 from ..store import new_run_dir
@@ -16,7 +17,11 @@ from .common import progress as _progress
 # MinIO refuses shorter root keys.
 MIN_ACCESS_KEY, MIN_SECRET_KEY = 3, 8
 POLL_S = 1.0
-RESTART_ASKED = threading.Event()
+# A target's restart hook (chaos/target/from_stack.py RESTART_SIGNALS) asks for one server by a signal; the request
+# waits until that server is down (a broker shutting down after SIGTERM stops listening before it exits), at most this
+# long.
+RESTART_WAIT_S = 60.0
+_restarts_asked: dict[str, float] = {}  # component -> deadline (monotonic)
 
 
 def _credentials_from_env():
@@ -53,8 +58,10 @@ def stack_up(backend: str, target: Path | None, out: Path | None, topology: str 
         # Ctrl-C is how this command ends, also when a shell started it in the background (`&` in a script), which
         # leaves SIGINT ignored; SIGTERM already takes the same path (chaos/cli.py).
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        # A target's restart hook (chaos/target/from_stack.py): start again whatever is down, as a supervisor would.
-        signal.signal(signal.SIGUSR1, lambda signum, frame: RESTART_ASKED.set())
+        from ..target.from_stack import RESTART_SIGNALS
+
+        for component, name in RESTART_SIGNALS.items():
+            signal.signal(getattr(signal, f"SIG{name}"), _asker(component))
     target = _target_path(target) if target is not None else None
     run_dir = new_run_dir("stack-up", out)
     _progress(f"run directory: {run_dir}")
@@ -83,20 +90,37 @@ def stack_up(backend: str, target: Path | None, out: Path | None, topology: str 
     return errors.PASSED
 
 
+def _asker(component: str) -> Callable[[int, object], None]:
+    def ask(signum: int, frame: object) -> None:
+        _restarts_asked[component] = time.monotonic() + RESTART_WAIT_S
+    return ask
+
+
+def _restart_asked(stack) -> None:
+    """Restart each server a restart hook asked for, once it is down; a request for one still running after
+    RESTART_WAIT_S is dropped, with a line."""
+    for name, deadline in list(_restarts_asked.items()):
+        handle = stack.handles.get(name)
+        if handle is not None and handle.alive() and time.monotonic() < deadline:
+            continue  # still shutting down: asked again on the next poll
+        _restarts_asked.pop(name, None)
+        if handle is None or handle.alive():
+            _progress(f"{name}: a restart was asked for, but it " + ("is not a server of this stack" if handle is None
+                      else f"kept running for {RESTART_WAIT_S:.0f} s") + ": not restarted")
+            continue
+        try:
+            seconds = stack.restart(name)
+            _progress(f"{name} restarted (asked by a restart hook), ready in {seconds:.1f} s")
+        except Exception as exc:  # noqa: BLE001 - said, and the stack keeps running for what is up
+            _progress(f"{name} could not be restarted: {exc}")
+
+
 def _watch(stack) -> None:
     """Run until interrupted, saying when a server stops or comes back (a process fault through a hook stops one;
     the stack keeps running, as a cluster would)."""
     down: set[str] = set()
     while True:
-        if RESTART_ASKED.is_set():
-            RESTART_ASKED.clear()
-            for name, handle in list(stack.handles.items()):
-                if not handle.alive():
-                    try:
-                        seconds = stack.restart(name)
-                        _progress(f"{name} restarted (asked by SIGUSR1), ready in {seconds:.1f} s")
-                    except Exception as exc:  # noqa: BLE001 - said, and the stack keeps running for what is up
-                        _progress(f"{name} could not be restarted: {exc}")
+        _restart_asked(stack)
         for name, handle in stack.handles.items():
             alive = handle.alive()
             if not alive and name not in down:

@@ -6,7 +6,7 @@ one `chaos doctor --target` reads.
 
 Hooks find the stack's servers by their command lines (a broker by its own properties file, MinIO by its port,
 executors inside the worker's session), so they still reach a server the stack has restarted; a restart hook asks
-the `chaos stack up` process (SIGUSR1) to start again whatever is down. `chaos stack up` removes the file when it
+the `chaos stack up` process to start that server again (SIGUSR1 the broker, SIGUSR2 MinIO). `chaos stack up` removes the file when it
 stops, so a stale hook can never signal the process that reused its number.
 """
 from __future__ import annotations
@@ -30,34 +30,38 @@ if TYPE_CHECKING:
 # The variables the job's S3 clients read (docs/job.md), and MinIO's keys for a stack that writes a target.
 ACCESS_KEY_ENV, SECRET_KEY_ENV = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
 EXECUTOR_MARKER = "CoarseGrainedExecutorBackend"
+# What `chaos stack up` restarts on which signal (chaos/commands/stack.py): one server each, so a restart asked for one
+# never cuts short another that a fault keeps down.
+RESTART_SIGNALS = {"kafka": "USR1", "minio": "USR2"}
 
 
 def _pattern(words: list[str]) -> str:
-    """A `pkill -f` pattern matching these command-line words, quoted for the shell. The first letter goes in
-    brackets: the pattern then does not match itself, so the shell that runs a hook is never one of its targets."""
+    """A `pkill -f` pattern matching these whole command-line words, quoted for the shell. The first letter goes in
+    brackets: the pattern then does not match itself, so the shell that runs a hook is never one of its targets; the
+    end is anchored, so port 1000 is not port 10001."""
     text = " ".join(re.escape(word) for word in words)
-    return shlex.quote(f"[{text[0]}]{text[1:]}")
+    return shlex.quote(f"[{text[0]}]{text[1:]}( |$)")
 
 
 def local_hooks(stack: Stack, pid: int | None = None) -> dict[str, dict[str, str]]:
     """Process-fault hooks for a stack whose servers are processes on this host (the local backend): the broker by
     its properties file, MinIO by its address, the executors inside the worker's session (a worker starts them in
-    its own); a killed broker or MinIO comes back by SIGUSR1 to `pid` (`chaos stack up`, which restarts whatever is
-    down). None for a backend whose processes this host cannot signal."""
+    its own); a killed broker or MinIO comes back by a signal to `pid` (`chaos stack up`: SIGUSR1 restarts the broker,
+    SIGUSR2 MinIO). None for a backend whose processes this host cannot signal."""
     if stack.backend.name != "local":
         return {}
-    restart = {"restart": f"kill -s USR1 {pid}"} if pid is not None else {}
-    hooks = {}
+    hooks: dict[str, dict[str, str]] = {}
     # A hook is one command per role: on a cluster it would have to pick one broker of three or one worker of two,
     # which a target's hooks cannot say yet (docs/targets.md), so a cluster gets MinIO's hook only.
     single = stack.info.topology == "single"
     if single:
         properties = stack.command_of("kafka")[-1]  # kafka.Kafka <properties>: this broker's alone
-        hooks["broker"] = {"signal": f"pkill --signal {{signal}} -f {_pattern(['kafka.Kafka', properties])}", **restart}
+        hooks["broker"] = {"signal": f"pkill --signal {{signal}} -f {_pattern(['kafka.Kafka', properties])}",
+                           **({"restart": f"kill -s {RESTART_SIGNALS['kafka']} {pid}"} if pid is not None else {})}
     minio = stack.command_of("minio")
     address = minio[minio.index("--address") + 1]
     hooks["minio"] = {"signal": f"pkill --signal {{signal}} -f {_pattern(['server', '--quiet', '--address', address])}",
-                      **restart}
+                      **({"restart": f"kill -s {RESTART_SIGNALS['minio']} {pid}"} if pid is not None else {})}
     worker = stack.handles["spark-worker"].pid if single else None
     if worker is not None:
         hooks["executor"] = {"signal": f"pkill --signal {{signal}} -s {worker} -f {EXECUTOR_MARKER}"}

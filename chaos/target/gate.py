@@ -26,8 +26,14 @@ def _hook_cannot(target: Target, brokers: list[str], fault) -> str | None:
         return f"a hook is one command for every broker, and target {target.name} has {len(brokers)}: it cannot say which"
     if role == "executor" and fault.params.get("executors", "all") != "all":
         return "a hook acts on every executor at once, not on one of them (executors: one)"
-    if fault.fault == "process.kill" and role != "executor" and hook.restart is None:
-        return f"a killed {role} must come back, and hooks.{role} has no restart command"
+    if fault.fault == "process.kill" and role != "executor":
+        if hook.restart is None:
+            return f"a killed {role} must come back, and hooks.{role} has no restart command"
+        direct = target.kafka.direct_bootstrap_servers if role == "broker" else target.s3.direct_endpoint
+        if not direct:
+            # the proxy in front of it always accepts connections: a dead server would look alive, never restarted
+            field = "kafka.direct_bootstrap_servers" if role == "broker" else "s3.direct_endpoint"
+            return f"a killed {role} is told down by its own endpoint, and the target has no {field}"
     return None
 
 
@@ -56,7 +62,8 @@ def skip_reason(target: Target, brokers: list[str], s3_fault_proxy: bool, spec: 
             reason = _hook_cannot(target, brokers, fault)
             if reason is not None:
                 return f"{what}: {reason}"
-        if fault.on is not None and not s3_fault_proxy and set(fault.on.events) - {"job_started"}:
+        if fault.on is not None and not s3_fault_proxy:
+            # every lifecycle event, a driver's start included, is told from the job's requests the proxy sees
             return (f"{what}: its trigger ({', '.join(fault.on.events)}) watches the job's S3 requests, and target "
                     f"{target.name} has no S3 fault proxy in its S3 path (s3.fault_proxy)")
     return None

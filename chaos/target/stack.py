@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from infra.driver import ENV_CREDENTIALS_PROVIDER
 from infra.errors import InfraError
 from infra.s3proxy import S3ProxyClient
-from infra.stack import DriverSlot, Handle, StackInfo, host_spark_home
+from infra.stack import DriverSlot, Handle, StackInfo, host_spark_home, signals_deferred
 from infra.toxiproxy import ToxiproxyClient
 from job.settings import from_args
 
@@ -73,7 +73,9 @@ class RoleProxies(ToxiproxyClient):
         self.names = names
 
     def proxy(self, name: str):
-        return super().proxy(self.names.get(name, name))
+        if name not in self.names:  # never another proxy of a shared server, whatever its name
+            raise InfraError(f"the target names no proxy for {name!r} (toxiproxy.proxies: {', '.join(self.names)})")
+        return super().proxy(self.names[name])
 
     def reset(self) -> None:
         """Every toxic removed from the target's proxies and each of them enabled; other proxies left alone."""
@@ -246,12 +248,14 @@ class TargetStack:
             if self._closing:
                 return
             self._closing = True
-        try:
-            self.reset()  # heals whatever a fault left, and releases requests the S3 fault proxy holds
-        except InfraError:
-            pass
-        for child in self.children:
-            child.stop()
+        with signals_deferred():  # a second Ctrl-C must not leave a driver running
+            try:
+                self.reset()  # heals whatever a fault left, and releases requests the S3 fault proxy holds
+            except InfraError:
+                pass
+            finally:
+                for child in self.children:
+                    child.stop()
 
     # -- what a run uses -------------------------------------------------------------------------------------------
     @property
@@ -275,10 +279,17 @@ class TargetStack:
         return self._s3proxy
 
     def reset(self) -> None:
-        if self._toxiproxy is not None:
-            self._toxiproxy.reset()
-        if self._s3proxy is not None:
-            self._s3proxy.clear()
+        """Between arms: the target's proxies healed and the fault proxy's rules cleared; both are tried, the first
+        failure is raised."""
+        failures: list[InfraError] = []
+        for client in (self._toxiproxy, self._s3proxy):
+            if client is not None:
+                try:
+                    client.reset() if isinstance(client, RoleProxies) else client.clear()
+                except InfraError as error:
+                    failures.append(error)
+        if failures:
+            raise failures[0]
 
     def restart(self, component: str, grace: float = 5.0) -> float:
         """A killed server back through its hook's restart command; seconds until it accepts connections."""
@@ -286,7 +297,10 @@ class TargetStack:
         if not isinstance(handle, HookHandle):
             raise InfraError(f"cannot restart {component!r}: the target has no hook for it")
         self.progress(f"restarting {component} (hook {handle.role})")
-        return handle.restart()
+        seconds = handle.restart()
+        # a new handle, as the suite's own stack gives a restarted server: a fault tells the one it killed from this
+        self.handles[component] = HookHandle(handle.role, handle.hook, handle.addresses, handle.log_path)
+        return seconds
 
     def _credential(self, purpose: str) -> str | None:
         name = self.target.credentials.get(purpose)

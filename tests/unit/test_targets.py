@@ -4,6 +4,7 @@ accepted nor echoed; and `chaos doctor --target` on a bad file exits 2 with one 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import re
 import subprocess
@@ -220,10 +221,13 @@ def test_a_stack_is_written_as_a_valid_target_with_names_and_hooks_only(tmp_path
     assert target.spark.conf["spark.driver.host"] == "127.0.0.2" and "spark.master" not in target.spark.conf
     # servers found by their command lines (a restarted one too), the pattern bracketed so it never matches the
     # shell that runs it; a killed one restarted by SIGUSR1 to the `chaos stack up` process (this one, here)
-    assert target.hooks["broker"].signal == r"pkill --signal {signal} -f '[k]afka\.Kafka /run/stack/kafka\.properties'"
+    assert target.hooks["broker"].signal == \
+        r"pkill --signal {signal} -f '[k]afka\.Kafka /run/stack/kafka\.properties( |$)'"
     assert target.hooks["minio"].signal == \
-        r"pkill --signal {signal} -f '[s]erver \-\-quiet \-\-address 127\.0\.0\.1:41010'"
-    assert target.hooks["broker"].restart == target.hooks["minio"].restart == f"kill -s USR1 {os.getpid()}"
+        r"pkill --signal {signal} -f '[s]erver \-\-quiet \-\-address 127\.0\.0\.1:41010( |$)'"
+    # one signal per server, so asking for one never restarts another that a fault keeps down
+    assert target.hooks["broker"].restart == f"kill -s USR1 {os.getpid()}"
+    assert target.hooks["minio"].restart == f"kill -s USR2 {os.getpid()}"
     assert target.hooks["executor"].signal == "pkill --signal {signal} -s 103 -f CoarseGrainedExecutorBackend"
     assert target.hooks["executor"].restart is None  # the worker relaunches its executors
     assert SECRET not in path.read_text() and not list(tmp_path.glob(".t.yaml.*"))
@@ -409,6 +413,67 @@ def test_a_hook_carries_out_a_process_fault_when_it_can_and_a_kill_needs_a_way_b
     assert "no restart command" in (_gate(no_restart, "process-crash", ["kafka"]) or "")
     # one executor of several: a hook reaches every executor at once
     assert "every executor at once" in (_gate(runs, "cluster-executor-lost", ["kafka-1", "kafka-2", "kafka-3"]) or "")
+    # a killed broker is told down by its own endpoint: behind the proxy alone it would always look alive
+    no_direct = _hooked(broker=every, minio=every, executor=SIGNAL)
+    no_direct["kafka"].pop("direct_bootstrap_servers")
+    assert "kafka.direct_bootstrap_servers" in (_gate(no_direct, "process-crash", ["kafka"]) or "")
+
+
+def test_a_pause_needs_no_restart_and_an_arm_is_gated_on_its_own_faults_only():
+    from chaos.spec.loading import load_experiment
+    from chaos.target.gate import skip_reason
+
+    paused = _hooked(broker=SIGNAL)
+    spec = load_experiment(EXPERIMENTS / "process-crash.yaml")
+    pause = dataclasses.replace(spec, faults=(dataclasses.replace(spec.faults[2], fault="process.pause",
+                                                                  params={"broker": "leader", "executors": "all"}),))
+    assert skip_reason(parse_target(paused, "t.yaml"), ["kafka"], True, pause, [0]) is None
+    bare = parse_target(_stack_written(), "t.yaml")
+    assert skip_reason(bare, ["kafka"], True, spec, [0]) is None  # the job driver's kills alone: the suite's own
+    assert "no hook for executor" in (skip_reason(bare, ["kafka"], True, spec, [0, 1]) or "")
+
+
+def test_a_network_fault_on_a_broker_the_target_lacks_and_any_trigger_without_the_fault_proxy_are_skipped():
+    from chaos.spec.loading import load_experiment
+    from chaos.target.gate import skip_reason
+
+    target = parse_target(_stack_written(), "t.yaml")
+    spec = load_experiment(EXPERIMENTS / "kafka-broker-disconnect.yaml")
+    on_two = dataclasses.replace(spec, faults=(dataclasses.replace(spec.faults[0], target="kafka-2"),))
+    assert "no broker kafka-2" in (skip_reason(target, ["kafka"], True, on_two, [0]) or "")
+    # a driver's start is told from the job's requests too (lifecycle-kills' first fault: job_started)
+    kills = load_experiment(EXPERIMENTS / "lifecycle-kills.yaml")
+    assert kills.faults[0].on is not None and kills.faults[0].on.events == ("job_started",)
+    assert "s3.fault_proxy" in (skip_reason(target, ["kafka"], False, kills, [0]) or "")
+    assert skip_reason(target, ["kafka"], True, kills, [0]) is None
+
+
+def test_the_stack_written_hook_patterns_find_their_server_and_nothing_else(tmp_path):
+    """The patterns against real processes (pgrep, as pkill matches): the broker by its own properties file (not one
+    whose name extends it), MinIO by its whole port, and never the shell that runs the hook."""
+    import shlex as _shlex
+    import shutil
+
+    from chaos.target.from_stack import _pattern
+
+    if shutil.which("pgrep") is None:
+        pytest.skip("pgrep is not installed")
+    argvs = {"broker": ["kafka.Kafka", f"{tmp_path}/kafka.properties"],
+             "broker-other": ["kafka.Kafka", f"{tmp_path}/kafka.properties2"],
+             "minio": ["server", "--quiet", "--address", "127.0.0.1:1000", "/data"],
+             "minio-other": ["server", "--quiet", "--address", "127.0.0.1:10001", "/data"]}
+    sleepers = {name: subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *argv])
+                for name, argv in argvs.items()}
+    try:
+        time.sleep(0.3)
+        for name, words in (("broker", argvs["broker"]), ("minio", argvs["minio"][:4])):
+            found = subprocess.run(["sh", "-c", f"pgrep -f {_pattern(words)}"], capture_output=True, text=True)
+            assert [int(pid) for pid in found.stdout.split()] == [sleepers[name].pid], (name, found.stdout)
+            assert _shlex.split(_pattern(words))[0].startswith("[")
+    finally:
+        for process in sleepers.values():
+            process.kill()
+            process.wait()
 
 
 def test_a_hook_handle_runs_its_command_with_the_signal_and_is_alive_while_its_endpoint_accepts(tmp_path):
