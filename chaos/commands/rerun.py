@@ -91,6 +91,11 @@ def rerun(run_dir: Path, target: str | None, backend: str | None, out: Path | No
           lanes: int = 1) -> int:
     """Run again exactly what a stored run ran (chaos rerun RUN_DIR [EXPERIMENT[/ARM]])."""
     plan = rerun_plan(run_dir, target)
+    stored = str(json.loads((run_dir / "run.json").read_text()).get("backend") or "")
+    if stored.startswith("target:"):
+        # the target file is not stored with the run (its hooks and endpoints may be gone): never rerun it elsewhere
+        raise errors.ChaosError(f"{run_dir} ran against {stored}; a rerun does not keep the target file: run the same "
+                                f"experiments with chaos run --target FILE", errors.USAGE)
     if plan["missing"]:
         _progress(f"not rerun (never started in {run_dir}): {', '.join(plan['missing'])}")
     _progress(f"rerunning {', '.join(s.name for s in plan['specs'])} of {run_dir} (seeds "

@@ -206,6 +206,19 @@ def test_rerun_takes_the_arms_the_run_wrote(tmp_path):
     assert plan["arms"] == ["hardened"]
 
 
+def test_a_run_on_a_target_is_never_rerun_on_a_stack_of_the_suites_own(tmp_path):
+    from chaos.commands.rerun import rerun
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    stored = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**stored, "backend": "target:staging-eu"}))
+    with pytest.raises(ChaosError) as caught:
+        rerun(run, None, None, tmp_path / "out", [])
+    assert caught.value.exit_code == 2 and "ran against target:staging-eu" in str(caught.value)
+    assert "chaos run --target FILE" in str(caught.value) and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("target, message", [
     ("nope", "ran no experiment 'nope'; it ran: corrupted-sst, driver-latency, kafka-broker-disconnect"),
     ("driver-latency/control", "driver-latency has no arm 'control'; it has: hardened, naive"),
