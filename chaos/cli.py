@@ -59,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     up_cmd.add_argument("--write-target", type=Path, metavar="FILE", help="write the running stack as a target file "
                         "(docs/targets.md; removed when the stack stops); needs AWS_ACCESS_KEY_ID and "
                         "AWS_SECRET_ACCESS_KEY in the environment, which become MinIO's keys")
+    up_cmd.add_argument("--s3-tls", action="store_true", help="MinIO and the S3 fault proxy serve HTTPS with a "
+                        "certificate of a CA made for this stack (its PEM in the target file's s3.ca_bundle)")
     up_cmd.add_argument("--topology", choices=("single", "cluster"), default="single",
                         help="single: one broker, one Spark worker; cluster: three brokers (replication 3, "
                         "min.insync.replicas 2), two Spark workers")
@@ -172,7 +174,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "stack" and args.stack_command == "smoke":
         return stack_smoke(args.backend, args.json, args.out)
     if args.command == "stack" and args.stack_command == "up":
-        return stack_up(args.backend, args.write_target, args.out, args.topology)
+        return stack_up(args.backend, args.write_target, args.out, args.topology, s3_tls=args.s3_tls)
     if args.command == "run":
         bad = [a for a in args.arms or [] if a not in ("hardened", "naive")]
         if bad:

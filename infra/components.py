@@ -13,6 +13,7 @@ from typing import Callable
 from .cds import OFF, ClassArchives
 from .errors import InfraError
 from .health import http_ok
+from .tls import TlsFiles
 
 # JVM flags for short-lived or light daemons: C1 only and the serial collector start fastest on 2 cores.
 QUICK_JVM = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k"]
@@ -148,29 +149,37 @@ def toxiproxy(runtime: Runtime, ports: Ports) -> LaunchSpec:
     )
 
 
-def s3proxy(runtime: Runtime, ports: Ports, seed: int = 1) -> LaunchSpec:
+def s3proxy(runtime: Runtime, ports: Ports, seed: int = 1, tls: TlsFiles | None = None) -> LaunchSpec:
     """The HTTP-level S3 fault proxy (infra/s3proxy/, docs/s3proxy.md): Toxiproxy `s3` -> s3proxy -> MinIO.
 
     Its readiness is its own API only: MinIO may come up after it (requests meanwhile get their connection closed,
-    as Toxiproxy alone did with MinIO down).
+    as Toxiproxy alone did with MinIO down). With `tls` it talks HTTPS to MinIO and serves HTTPS itself, with the
+    stack's certificate, so it still sees every request.
     """
+    secure = ["-upstream-ca", str(tls.ca), "-tls-cert", str(tls.cert), "-tls-key", str(tls.key)] if tls else []
     return LaunchSpec(
         name="s3proxy",
-        argv=[runtime.s3proxy, "-listen", f"{LOOPBACK}:{ports.s3proxy}", "-upstream", f"{LOOPBACK}:{ports.minio}",
-              "-api", f"{LOOPBACK}:{ports.s3proxy_api}", "-seed", str(seed)],
+        argv=[runtime.s3proxy, "-listen", f"{LOOPBACK}:{ports.s3proxy}", "-upstream",
+              f"{'https' if tls else 'http'}://{LOOPBACK}:{ports.minio}", "-api", f"{LOOPBACK}:{ports.s3proxy_api}",
+              "-seed", str(seed), *secure],
         ready=lambda: http_ok(f"http://{LOOPBACK}:{ports.s3proxy_api}/health"),
         timeout=30,
     )
 
 
-def minio(runtime: Runtime, ports: Ports, data_dir: Path, access_key: str, secret_key: str) -> LaunchSpec:
+def minio(runtime: Runtime, ports: Ports, data_dir: Path, access_key: str, secret_key: str,
+          tls: TlsFiles | None = None) -> LaunchSpec:
+    """MinIO; with `tls` it serves HTTPS only, with the stack's certificate (its --certs-dir)."""
+    scheme = "https" if tls else "http"
     return LaunchSpec(
         name="minio",
-        argv=[runtime.minio, "server", "--quiet", "--address", f"{LOOPBACK}:{ports.minio}", str(data_dir)],
+        argv=[runtime.minio, "server", "--quiet", "--address", f"{LOOPBACK}:{ports.minio}",
+              *(["--certs-dir", str(tls.directory)] if tls else []), str(data_dir)],
         # Credentials travel in the environment, never on a command line that `ps` shows.
         env={"MINIO_ROOT_USER": access_key, "MINIO_ROOT_PASSWORD": secret_key, "MINIO_BROWSER": "off",
              "MINIO_UPDATE": "off", "MINIO_CI_CD": "1"},
-        ready=lambda: http_ok(f"http://{LOOPBACK}:{ports.minio}/minio/health/live"),
+        ready=lambda: http_ok(f"{scheme}://{LOOPBACK}:{ports.minio}/minio/health/live",
+                              verify=str(tls.ca) if tls else True),
         timeout=60,
     )
 

@@ -18,6 +18,7 @@ from job.settings import from_args
 from .cds import ClassArchives
 from .procs import ManagedProcess
 from .stack import StackInfo, StackLike
+from .tls import TlsFiles
 
 # AWS SDK v2 (hadoop-aws 3.5 and the SDK 2.x bundle pinned in infra/artifacts.lock.json): reads
 # AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) from the process's environment.
@@ -43,6 +44,9 @@ def java_options(info: StackInfo, profile: str = "hardened") -> dict[str, str]:
     archives = ClassArchives.from_dict(info.class_archives)
     driver = archives.jvm_options(f"driver-{profile}", fallback="driver-hardened")
     executor = archives.jvm_options(f"executor-{profile}", fallback="executor-hardened")
+    if info.s3_truststore:  # TLS on S3: S3A's HTTP client trusts the stack's CA (infra/tls.py)
+        trust = TlsFiles(Path(info.s3_truststore).parent).jvm_options()
+        driver, executor = [*driver, *trust], [*executor, *trust]
     return {"spark.driver.extraJavaOptions": " ".join([DRIVER_JAVA_OPTIONS, *driver]),
             "spark.executor.extraJavaOptions": " ".join([EXECUTOR_JAVA_OPTIONS, *executor])}
 

@@ -26,5 +26,6 @@ def wait_until(component: str, ready: Callable[[], bool], timeout: float, log_pa
         time.sleep(interval)
 
 
-def http_ok(url: str, timeout: float = 1.0) -> bool:
-    return requests.get(url, timeout=timeout).status_code == 200
+def http_ok(url: str, timeout: float = 1.0, verify: str | bool = True) -> bool:
+    """`verify`: True (the system's CAs), or the PEM of the CA an https:// server's certificate is signed by."""
+    return requests.get(url, timeout=timeout, verify=verify).status_code == 200

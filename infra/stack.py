@@ -37,6 +37,7 @@ from .health import wait_until
 from .ports import free_ports
 from .procs import ManagedProcess
 from .s3proxy import S3ProxyClient
+from .tls import TlsFiles, make_certificates
 from .toxiproxy import ToxiproxyClient
 
 _T = TypeVar("_T")
@@ -112,6 +113,10 @@ class StackInfo:
     # Class-data archives for the JVMs drivers start (the driver's own, the executors'): ClassArchives.to_dict()
     class_archives: dict = field(default_factory=dict)
     topology: str = "single"
+    # TLS on S3 (Stack(s3_tls=True)): the PEM of the CA MinIO's and s3proxy's certificate is signed by, and the PKCS12
+    # trust store of it the JVMs use (infra/tls.py); "" when S3 is plain HTTP
+    s3_ca_bundle: str = ""
+    s3_truststore: str = ""
     brokers: list[str] = field(default_factory=lambda: ["kafka"])  # component and proxy names, node 1 first
     workers: list[str] = field(default_factory=lambda: ["spark-worker"])
     replication_factor: int = 1   # what the harness creates topics with
@@ -187,7 +192,7 @@ class Stack:
                  worker_memory: str = "3g", keep_data: bool = False,
                  progress: Callable[[str], None] = lambda message: None,
                  class_archives: ClassArchives | None = None, lane: str | None = None,
-                 credentials: Credentials | None = None, topology: str = "single"):
+                 credentials: Credentials | None = None, topology: str = "single", s3_tls: bool = False):
         self.run_dir = Path(run_dir).resolve()
         # A run's lanes (chaos run --lanes) each start a stack in the same run directory: its files and logs go
         # under stack/<lane>/ and logs/<lane>/; paths recorded relative to the run directory stay valid.
@@ -203,6 +208,8 @@ class Stack:
         # MinIO's keys: random per run, or given (`chaos stack up --write-target`: from its environment, so another
         # process with the same environment can use the stack; they are still never written anywhere)
         self.credentials = credentials or Credentials.random()
+        self.s3_tls = s3_tls  # MinIO and the S3 fault proxy serve HTTPS with a CA made for this stack (infra/tls.py)
+        self._tls: TlsFiles | None = None
         self.handles: dict[str, Handle] = {}
         self._info: StackInfo | None = None  # set by start(); `info`, `toxiproxy`, `s3proxy` raise before it
         self._toxiproxy: ToxiproxyClient | None = None
@@ -263,12 +270,16 @@ class Stack:
             self._worker_dir(worker).mkdir(parents=True, exist_ok=True)
         self._toxiproxy = ToxiproxyClient(LOOPBACK, ports.toxiproxy_api)
         self._s3proxy = S3ProxyClient(f"http://{LOOPBACK}:{ports.s3proxy_api}")
+        if self.s3_tls:
+            self._tls = make_certificates(self.stack_dir / "tls", keytool=str(Path(runtime.java).parent / "keytool")
+                                          if (Path(runtime.java).parent / "keytool").exists() else None)
+        tls, scheme = self._tls, "https" if self._tls else "http"
 
         specs = [
-            components.s3proxy(runtime, ports),
+            components.s3proxy(runtime, ports, tls=tls),
             components.toxiproxy(runtime, ports),
             components.minio(runtime, ports, self.stack_dir / "minio-data", self.credentials.access_key,
-                             self.credentials.secret_key),
+                             self.credentials.secret_key, tls=tls),
             *(components.kafka(runtime, config, ready=self._kafka_ready(ports, node), name=broker)
               for node, broker in enumerate(shape.broker_names, start=1)),
             components.spark_master(runtime, ports),
@@ -301,8 +312,10 @@ class Stack:
             run_dir=str(self.run_dir),
             kafka_bootstrap=",".join(f"{LOOPBACK}:{b.proxy}" for b in ports.brokers),
             kafka_internal_bootstrap=",".join(f"{LOOPBACK}:{b.internal}" for b in ports.brokers),
-            s3_endpoint=f"http://{LOOPBACK}:{ports.s3_proxy}",
-            s3_direct_endpoint=f"http://{LOOPBACK}:{ports.minio}",
+            s3_endpoint=f"{scheme}://{LOOPBACK}:{ports.s3_proxy}",
+            s3_direct_endpoint=f"{scheme}://{LOOPBACK}:{ports.minio}",
+            s3_ca_bundle=str(tls.ca) if tls else "",
+            s3_truststore=str(tls.truststore) if tls else "",
             bucket=BUCKET,
             toxiproxy_api=f"http://{LOOPBACK}:{ports.toxiproxy_api}",
             spark_master=f"spark://{LOOPBACK}:{ports.spark_master}",
@@ -412,7 +425,8 @@ class Stack:
         return ready
 
     def _create_bucket(self, ports: Ports) -> None:
-        client = self.s3_client(direct=True, endpoint=f"http://{LOOPBACK}:{ports.minio}")
+        client = self.s3_client(direct=True,
+                                endpoint=f"{'https' if self._tls else 'http'}://{LOOPBACK}:{ports.minio}")
         if not client.bucket_exists(BUCKET):
             client.make_bucket(BUCKET)
 
@@ -421,16 +435,21 @@ class Stack:
         from minio import Minio
 
         endpoint = endpoint or (self.info.s3_direct_endpoint if direct else self.info.s3_endpoint)
-        return Minio(endpoint.removeprefix("http://"), access_key=self.credentials.access_key,
-                     secret_key=self.credentials.secret_key, secure=False)
+        secure = endpoint.startswith("https://")
+        return Minio(endpoint.split("://", 1)[-1], access_key=self.credentials.access_key,
+                     secret_key=self.credentials.secret_key, secure=secure,
+                     http_client=trusting(self._tls.ca) if secure and self._tls else None)
 
     def job_env(self) -> dict[str, str]:
         """Environment for a Spark driver process running against this stack (secrets only here)."""
         # Python workers (also the driver-side ones transformWithState starts) must be this interpreter,
         # which has the pinned packages; a bare `python3` on PATH may lack pandas.
+        # With TLS on S3 the job's own S3 client (minio, urllib3) trusts the stack's CA through SSL_CERT_FILE; its
+        # JVMs through the trust store in their options (infra/driver.py java_options).
         return {**self.credentials.as_env(), "CHAOS_STACK_JSON": str(self.stack_dir / "stack.json"),
                 "SPARK_LOCAL_IP": LOOPBACK, "SPARK_HOME": self.info.spark_home,
-                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                **({"SSL_CERT_FILE": self.info.s3_ca_bundle} if self.info.s3_ca_bundle else {})}
 
     def command_of(self, component: str) -> list[str]:
         """The command line `component` was started with (what a hook can find its process by)."""
@@ -521,6 +540,15 @@ class Stack:
                 record = getattr(self, "_record", None)
                 if record is not None and not any(h.alive() for h in [*self.children, *self.handles.values()]):
                     record.remove()  # kept if something survived teardown: the next start stops it
+
+
+def trusting(ca_bundle: Path | str):
+    """An HTTP client for the minio package that trusts this CA (the package's own default trusts certifi's)."""
+    import urllib3
+
+    return urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=str(ca_bundle),
+                               retries=urllib3.Retry(total=5, backoff_factor=0.2,
+                                                     status_forcelist=[500, 502, 503, 504]))
 
 
 def host_spark_home() -> str:

@@ -50,7 +50,8 @@ def _target_path(path: Path) -> Path:
     return path
 
 
-def stack_up(backend: str, target: Path | None, out: Path | None, topology: str = "single") -> int:
+def stack_up(backend: str, target: Path | None, out: Path | None, topology: str = "single",
+             s3_tls: bool = False) -> int:
     from infra.stack import Stack
 
     credentials = _credentials_from_env() if target is not None else None
@@ -67,7 +68,7 @@ def stack_up(backend: str, target: Path | None, out: Path | None, topology: str 
     _progress(f"run directory: {run_dir}")
     up = False
     try:
-        with Stack(run_dir, backend=backend, progress=_progress, credentials=credentials,
+        with Stack(run_dir, backend=backend, progress=_progress, credentials=credentials, s3_tls=s3_tls,
                    topology=topology) as stack:
             if target is not None:
                 from ..target.from_stack import write_target

@@ -52,8 +52,6 @@ def unsupported(target: Target) -> str | None:
     """What this target asks for that `chaos run --target` cannot do yet (docs/targets.md), or None."""
     if target.s3.prefix.strip("/"):
         return "s3.prefix: chaos run keeps each deployment at the bucket's top level; give a bucket of its own"
-    if target.s3.ca_bundle:
-        return "s3.ca_bundle: chaos run does not hand a CA bundle to the job's JVM yet; use a certificate the JVM trusts"
     if "kafka_username" in target.credentials:
         return "credentials.kafka_username: chaos run's own Kafka clients do not log in with SASL yet"
     if target.toxiproxy.mode != "existing":
@@ -312,21 +310,29 @@ class TargetStack:
         from minio import Minio
         from minio.credentials import AWSConfigProvider, ChainedProvider, EnvAWSProvider
 
+        from infra.stack import trusting
+
         url = endpoint or (self.info.s3_direct_endpoint if direct else self.info.s3_endpoint)
         parts = urlsplit(url if "://" in url else f"http://{url}")
+        secure, ca_bundle = parts.scheme == "https", self.target.s3.ca_bundle
+        http_client = trusting(ca_bundle) if secure and ca_bundle else None
         access, secret = self._credential("s3_access_key"), self._credential("s3_secret_key")
         if access and secret:
             return Minio(parts.netloc, access_key=access, secret_key=secret,
-                         session_token=self._credential("s3_session_token"), secure=parts.scheme == "https",
-                         region=self.target.s3.region)
+                         session_token=self._credential("s3_session_token"), secure=secure,
+                         region=self.target.s3.region, http_client=http_client)
         return Minio(parts.netloc, credentials=ChainedProvider([EnvAWSProvider(), AWSConfigProvider()]),
-                     secure=parts.scheme == "https", region=self.target.s3.region)
+                     secure=secure, region=self.target.s3.region, http_client=http_client)
 
     def job_env(self) -> dict[str, str]:
         """The driver's environment: the credentials from the variables the file names (as the AWS variables the
         job's S3 clients read), pyspark's interpreter, and the file's spark-submit arguments."""
         env = {"SPARK_HOME": self.info.spark_home, "PYSPARK_PYTHON": sys.executable,
                "PYSPARK_DRIVER_PYTHON": sys.executable}
+        if self.target.s3.ca_bundle:
+            # the job's own S3 client (minio, urllib3) trusts the CA through this; its JVMs need the CA in their
+            # trust store, which the target's spark.conf gives (docs/targets.md)
+            env["SSL_CERT_FILE"] = self.target.s3.ca_bundle
         for purpose, variable in (("s3_access_key", "AWS_ACCESS_KEY_ID"), ("s3_secret_key", "AWS_SECRET_ACCESS_KEY"),
                                   ("s3_session_token", "AWS_SESSION_TOKEN")):
             value = self._credential(purpose)

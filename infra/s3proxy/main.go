@@ -5,11 +5,17 @@
 // Rules, events and held requests are driven over a JSON API on its own port. See docs/s3proxy.md.
 //
 //	s3proxy -listen 127.0.0.1:9100 -upstream 127.0.0.1:9000 -api 127.0.0.1:9101 -seed 1
+//
+// With TLS on S3 (an https:// upstream): -upstream-ca names the PEM of the CA that signed the upstream's
+// certificate, and -tls-cert/-tls-key make the S3-facing side serve TLS too, so clients keep speaking HTTPS end to
+// end while the proxy still sees each request. The API stays plain HTTP on loopback.
 package main
 
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -76,9 +82,11 @@ type Proxy struct {
 	logger   *log.Logger
 }
 
-func NewProxy(upstream *url.URL, rules *Rules, events *Ring, logger *log.Logger, verbose bool) *Proxy {
+func NewProxy(upstream *url.URL, rules *Rules, events *Ring, logger *log.Logger, verbose bool,
+	upstreamTLS *tls.Config) *Proxy {
 	p := &Proxy{rules: rules, holds: NewHolds(), events: events, stats: NewStats(), verbose: verbose, logger: logger}
 	transport := &http.Transport{
+		TLSClientConfig:       upstreamTLS, // nil: the system's roots (an https upstream signed by a public CA)
 		Proxy:                 nil, // never an HTTP(S)_PROXY from the environment
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:          512,
@@ -632,8 +640,8 @@ func upstreamURL(text string) (*url.URL, error) {
 		text = "http://" + text
 	}
 	u, err := url.Parse(text)
-	if err != nil || u.Host == "" || u.Scheme != "http" {
-		return nil, fmt.Errorf("-upstream %q is not host:port or http://host:port", text)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("-upstream %q is not host:port or http(s)://host:port", text)
 	}
 	return u, nil
 }
@@ -645,6 +653,9 @@ func main() {
 	seed := flag.Uint64("seed", 1, "seed of the random source for rule probabilities and jitter")
 	capacity := flag.Int("events", 100_000, "events kept in the ring")
 	verbose := flag.Bool("verbose", false, "log one line per request")
+	upstreamCA := flag.String("upstream-ca", "", "PEM file of the CA that signed an https upstream's certificate")
+	tlsCert := flag.String("tls-cert", "", "PEM certificate the S3-facing side serves TLS with (with -tls-key)")
+	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
 	flag.Parse()
 
 	logger := log.New(os.Stdout, "s3proxy ", log.LstdFlags|log.Lmicroseconds)
@@ -654,7 +665,22 @@ func main() {
 	}
 	rules := NewRules(*seed)
 	events := NewRing(*capacity)
-	proxy := NewProxy(target, rules, events, logger, *verbose)
+	var upstreamTLS *tls.Config
+	if *upstreamCA != "" {
+		pem, err := os.ReadFile(*upstreamCA)
+		if err != nil {
+			logger.Fatalf("cannot read -upstream-ca: %v", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			logger.Fatalf("-upstream-ca %s holds no PEM certificate", *upstreamCA)
+		}
+		upstreamTLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		logger.Fatal("-tls-cert and -tls-key go together")
+	}
+	proxy := NewProxy(target, rules, events, logger, *verbose, upstreamTLS)
 	api := &API{proxy: proxy, logger: logger, listen: *listen, upstream: target.Host}
 
 	proxyListener, err := net.Listen("tcp", *listen)
@@ -672,6 +698,14 @@ func main() {
 		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Fatalf("%s server failed: %v", what, err)
 		}
+	}
+	if *tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			logger.Fatalf("cannot load -tls-cert/-tls-key: %v", err)
+		}
+		proxyListener = tls.NewListener(proxyListener, &tls.Config{Certificates: []tls.Certificate{pair},
+			MinVersion: tls.VersionTLS12})
 	}
 	go serve(proxyServer, proxyListener, "proxy")
 	go serve(apiServer, apiListener, "api")

@@ -346,7 +346,7 @@ func newRig(t *testing.T) *rig {
 	up := httptest.NewServer(st)
 	target, _ := url.Parse(up.URL)
 	logger := log.New(io.Discard, "", 0)
-	proxy := NewProxy(target, NewRules(1), NewRing(1000), logger, false)
+	proxy := NewProxy(target, NewRules(1), NewRing(1000), logger, false, nil)
 	server := httptest.NewServer(proxy)
 	api := httptest.NewServer((&API{proxy: proxy, logger: logger}).Handler())
 	t.Cleanup(func() {

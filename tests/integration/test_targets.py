@@ -1,5 +1,6 @@
 """A target written by a running stack, checked from another process (issue 19, docs/targets.md):
-`chaos stack up --write-target FILE` starts the local stack and writes it as a target; `chaos doctor --target FILE`
+`chaos stack up --s3-tls --write-target FILE` starts the local stack, its S3 over TLS with a CA made for it, and
+writes it as a target; `chaos doctor --target FILE`
 finds every endpoint answering and the Kafka and S3 traffic crossing the stack's proxies (each disabled for a moment:
 the endpoint stops answering); `chaos run --target FILE`, a third process, runs an experiment through the target's
 proxies and SKIPs one whose fault has no way to act there; Ctrl-C stops the stack, removes the file and leaves no
@@ -26,8 +27,9 @@ pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Two short experiments for `chaos run --target`: the broker unreachable for 12 s (the target's `kafka` proxy), then
-# killed and restarted through the target's hooks (a `pkill` line, and SIGUSR1 to `chaos stack up`); and one executor
+# Two short experiments for `chaos run --target`: the broker unreachable for 12 s (the target's `kafka` proxy) while
+# checkpoint writes are slowed by the S3 fault proxy (which must see them through TLS), then the broker killed and
+# restarted through the target's hooks (a `pkill` line, and SIGUSR1 to `chaos stack up`); and one executor
 # of several killed, which a hook cannot do (it reaches every executor at once): SKIPPED, never PASSED.
 THROUGH_PROXY = """
 name: target-kafka-down
@@ -39,6 +41,7 @@ job: {session_gap: 3s, max_session_length: 30s, watermark: 2s, trigger: 1s}
 phases: {steady: 10s, inject: 30s, recover: 30s}
 faults:
   - {fault: network.down, target: kafka, at: 0s, duration: 12s}
+  - {fault: s3.slow_put, target: s3, at: 0s, duration: 12s, params: {delay: 0.3s, keys: "checkpoint/*"}}
   - {fault: process.kill, target: broker, at: 16s, duration: 10s}
 arms:
   hardened:
@@ -65,7 +68,7 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
     env = {**os.environ, "AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}
     target, out, log = tmp_path / "t.yaml", tmp_path / "runs", tmp_path / "up.log"
     with open(log, "w") as up_log:
-        up = subprocess.Popen([sys.executable, "-m", "chaos.cli", "stack", "up", "--write-target", str(target),
+        up = subprocess.Popen([sys.executable, "-m", "chaos.cli", "stack", "up", "--s3-tls", "--write-target", str(target),
                                "--out", str(out)], stdout=up_log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
                               start_new_session=True)
     try:
@@ -75,6 +78,10 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
         assert doc["toxiproxy"]["api"].startswith("http://127.0.0.1:")
         assert set(doc["hooks"]) == {"broker", "minio", "executor"}
         assert doc["credentials"] == {"s3_access_key": "AWS_ACCESS_KEY_ID", "s3_secret_key": "AWS_SECRET_ACCESS_KEY"}
+        # S3 over TLS: https endpoints, the stack's CA for the harness, its trust store in the JVMs' options
+        assert doc["s3"]["tls"] is True and doc["s3"]["endpoint"].startswith("https://127.0.0.1:")
+        assert doc["s3"]["direct_endpoint"].startswith("https://") and Path(doc["s3"]["ca_bundle"]).is_file()
+        assert "javax.net.ssl.trustStore=" in doc["spark"]["conf"]["spark.executor.extraJavaOptions"]
 
         doctor = subprocess.run([sys.executable, "-m", "chaos.cli", "doctor", "--target", str(target)], cwd=tmp_path,
                                 env=env, capture_output=True, text=True, timeout=180)
@@ -85,6 +92,7 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
                       "hook executor", "hook minio"):
             assert lines.get(check, "").startswith("ok "), f"{check}: {doctor.stdout}"
         assert "stopped answering" in lines["kafka crosses proxy"] and "stopped answering" in lines["s3 crosses proxy"]
+        assert "(TLS, CA " in lines["s3 bucket"]
         assert doctor.stdout.rstrip().endswith("ready")
 
         # Without the credentials in its environment the doctor says so, and never shows a value.
@@ -116,6 +124,11 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
                      and r.get("process") == "broker"]
         assert restarted, "the broker was not restarted through the hook"
         assert "kafka restarted (asked by a restart hook)" in log.read_text()
+        # the fault proxy saw the job's checkpoint writes through TLS, and delayed them
+        from infra.s3proxy import S3ProxyClient
+
+        requests = S3ProxyClient(doc["s3"]["fault_proxy"]).stats()["requests"]
+        assert requests.get("PUT", {}).get("delayed", 0) > 0, requests
         assert secret not in ran.stdout + ran.stderr and access not in ran.stdout + ran.stderr
     finally:
         if up.poll() is None:

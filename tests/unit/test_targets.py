@@ -331,8 +331,7 @@ def test_bad_run_fields_are_refused_with_their_path(tmp_path, changes, field):
 @pytest.mark.parametrize("changes, refused", [
     ({}, None),
     ({"s3.prefix": "chaos/"}, "s3.prefix"),
-    ({"s3.endpoint": "https://127.0.0.1:19000", "s3.direct_endpoint": None, "s3.ca_bundle": "/etc/ca.pem"},
-     "s3.ca_bundle"),
+    ({"s3.endpoint": "https://127.0.0.1:19000", "s3.direct_endpoint": None, "s3.ca_bundle": "/etc/ca.pem"}, None),
     ({"spark.deploy_mode": "cluster"}, "deploy_mode"),
 ])
 def test_what_chaos_run_cannot_use_yet_is_refused_when_the_run_starts(tmp_path, changes, refused):
@@ -503,3 +502,24 @@ def test_a_hook_handle_runs_its_command_with_the_signal_and_is_alive_while_its_e
     with pytest.raises(InfraError, match="no restart command"):
         failing.restart()
     assert "$ exit 3" in (tmp_path / "hooks.log").read_text()
+
+
+def test_a_stacks_certificate_authority_signs_a_certificate_for_loopback_that_its_trust_store_trusts(tmp_path):
+    """infra/tls.py: the CA and the server certificate verify with openssl (for 127.0.0.1), and the JVMs' trust
+    store holds the CA."""
+    import shutil
+
+    from infra.tls import TRUSTSTORE_PASSWORD, make_certificates
+
+    if shutil.which("openssl") is None or shutil.which("keytool") is None:
+        pytest.skip("openssl or keytool is not installed")
+    files = make_certificates(tmp_path / "tls")
+    verified = subprocess.run(["openssl", "verify", "-CAfile", str(files.ca), "-verify_ip", "127.0.0.1",
+                               str(files.cert)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    listed = subprocess.run(["keytool", "-list", "-keystore", str(files.truststore), "-storetype", "PKCS12",
+                             "-storepass", TRUSTSTORE_PASSWORD], capture_output=True, text=True)
+    assert "chaos-suite-ca" in listed.stdout and "trustedCertEntry" in listed.stdout, listed.stdout
+    assert f"-Djavax.net.ssl.trustStore={files.truststore}" in files.jvm_options()
+    again = make_certificates(tmp_path / "tls")  # a restart of `stack up` in the same directory: made anew
+    assert again.ca.read_text() != "" and files.truststore.is_file()
