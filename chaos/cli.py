@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
                         "AWS_SECRET_ACCESS_KEY in the environment, which become MinIO's keys")
     up_cmd.add_argument("--s3-tls", action="store_true", help="MinIO and the S3 fault proxy serve HTTPS with a "
                         "certificate of a CA made for this stack (its PEM in the target file's s3.ca_bundle)")
+    up_cmd.add_argument("--kafka-sasl", action="store_true", help="the brokers' client listeners ask for a SASL "
+                        "login (PLAIN); with --write-target it is $KAFKA_USERNAME/$KAFKA_PASSWORD, which the target "
+                        "names")
     up_cmd.add_argument("--topology", choices=("single", "cluster"), default="single",
                         help="single: one broker, one Spark worker; cluster: three brokers (replication 3, "
                         "min.insync.replicas 2), two Spark workers")
@@ -174,7 +177,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "stack" and args.stack_command == "smoke":
         return stack_smoke(args.backend, args.json, args.out)
     if args.command == "stack" and args.stack_command == "up":
-        return stack_up(args.backend, args.write_target, args.out, args.topology, s3_tls=args.s3_tls)
+        return stack_up(args.backend, args.write_target, args.out, args.topology, s3_tls=args.s3_tls,
+                        kafka_sasl=args.kafka_sasl)
     if args.command == "run":
         bad = [a for a in args.arms or [] if a not in ("hardened", "naive")]
         if bad:

@@ -188,7 +188,8 @@ class JobArm:
         with Ledger(self.ledger_path) as ledger:
             result = produce(tracked(), self.stack.info.kafka_bootstrap, self.state.topic, ledger,
                              pacer, stop_event=stop_event,
-                             progress=on_progress, config={"message.timeout.ms": 120_000, "log_level": 1})
+                             progress=on_progress, config={"message.timeout.ms": 120_000, "log_level": 1,
+                                                           **self.stack.kafka_client_login()})
         self.state.last_event_ms = last["ms"]
         self.state.produced = asdict(result)
         self.say(f"{self.config.profile}: produced {result.sent} events, {result.acked} acknowledged")
@@ -201,7 +202,8 @@ class JobArm:
 
         config = self.config
         horizon_ms = self.state.last_event_ms + config.gap_ms + config.watermark_ms + 1_000
-        producer = Producer({"bootstrap.servers": self.stack.info.kafka_bootstrap, "log_level": 3})
+        producer = Producer({"bootstrap.servers": self.stack.info.kafka_bootstrap, "log_level": 3,
+                             **self.stack.kafka_client_login()})
         started = time.monotonic()
         seq = 0
         try:

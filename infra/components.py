@@ -199,8 +199,23 @@ logger.state.level = warn
 """
 
 
-def kafka_properties(ports: Ports, node: int, data_dir: Path, shape: Topology) -> str:
-    """Broker `node` (1-based) of `shape`: each node is broker and controller, voters are all nodes."""
+# SASL on the brokers' client listener (Stack(kafka_sasl=True)): PLAIN, the one login's password read from the
+# broker's environment by Kafka's EnvVarConfigProvider, so it is in no file; the username is no secret.
+SASL_MECHANISM = "PLAIN"
+SASL_PASSWORD_ENV = "CHAOS_KAFKA_SASL_PASSWORD"
+
+
+def _sasl_properties(username: str) -> str:
+    return (f"listener.name.external.sasl.enabled.mechanisms={SASL_MECHANISM}\n"
+            "listener.name.external.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+            f'required user_{username}="${{env:{SASL_PASSWORD_ENV}}}";\n'
+            "config.providers=env\n"
+            "config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider\n")
+
+
+def kafka_properties(ports: Ports, node: int, data_dir: Path, shape: Topology, sasl_username: str | None = None) -> str:
+    """Broker `node` (1-based) of `shape`: each node is broker and controller, voters are all nodes. With
+    `sasl_username`, clients log in on EXTERNAL (SASL_PLAINTEXT, PLAIN); INTERNAL and CONTROLLER stay plaintext."""
     # EXTERNAL is what clients use: it advertises the broker's own Toxiproxy listener, so every client connection,
     # reconnects included, crosses that broker's proxy. INTERNAL advertises itself: brokers replicate over it and
     # the harness reads offsets and lag through it while a fault cuts a proxy.
@@ -213,7 +228,7 @@ node.id={node}
 controller.quorum.voters={voters}
 listeners=INTERNAL://{LOOPBACK}:{me.internal},EXTERNAL://{LOOPBACK}:{me.external},CONTROLLER://{LOOPBACK}:{me.controller}
 advertised.listeners=INTERNAL://{LOOPBACK}:{me.internal},EXTERNAL://{LOOPBACK}:{me.proxy}
-listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:{"SASL_PLAINTEXT" if sasl_username else "PLAINTEXT"},CONTROLLER:PLAINTEXT
 inter.broker.listener.name=INTERNAL
 controller.listener.names=CONTROLLER
 log.dirs={data_dir}
@@ -229,11 +244,13 @@ share.coordinator.state.topic.replication.factor={rf}
 share.coordinator.state.topic.min.isr={isr}
 group.initial.rebalance.delay.ms=0
 log.flush.interval.messages=1000000
-"""
+""" + (_sasl_properties(sasl_username) if sasl_username else "")
 
 
-def kafka(runtime: Runtime, config_dir: Path, ready: Callable[[], bool], name: str = "kafka") -> LaunchSpec:
-    """Broker `name`, configured by config_dir/<name>.properties (kafka_properties)."""
+def kafka(runtime: Runtime, config_dir: Path, ready: Callable[[], bool], name: str = "kafka",
+          sasl_password: str | None = None) -> LaunchSpec:
+    """Broker `name`, configured by config_dir/<name>.properties (kafka_properties); `sasl_password`: its clients'
+    login's, in its environment only."""
     properties = config_dir / f"{name}.properties"
     log4j = config_dir / "kafka-log4j2.properties"
     java = [runtime.java, "-cp", runtime.kafka_classpath, f"-Dlog4j2.configurationFile={log4j}"]
@@ -244,6 +261,7 @@ def kafka(runtime: Runtime, config_dir: Path, ready: Callable[[], bool], name: s
         argv=[*java, *runtime.archives.jvm_options("kafka"), "-Xmx512m", "-XX:+UseSerialGC",
               "-Djava.awt.headless=true", "kafka.Kafka", str(properties)],
         ready=ready,
+        env={SASL_PASSWORD_ENV: sasl_password} if sasl_password else {},
         timeout=90,
     )
 

@@ -17,7 +17,7 @@ from job.settings import from_args
 
 from .cds import ClassArchives
 from .procs import ManagedProcess
-from .stack import StackInfo, StackLike
+from .stack import KAFKA_PASSWORD_ENV, KAFKA_USERNAME_ENV, StackInfo, StackLike
 from .tls import TlsFiles
 
 # AWS SDK v2 (hadoop-aws 3.5 and the SDK 2.x bundle pinned in infra/artifacts.lock.json): reads
@@ -99,6 +99,17 @@ def spark_session(info: StackInfo, app_name: str, extra_conf: dict[str, str] | N
     return job_spark.session({**spark_conf(info, app_name, **kwargs), **(extra_conf or {})})
 
 
+def sasl_kafka_options(mechanism: str) -> dict[str, str]:
+    """The job's Kafka client settings for a SASL login whose username and password its JVMs read from their
+    environment (KAFKA_USERNAME, KAFKA_PASSWORD: the stack's KafkaLogin.as_env) through Kafka's EnvVarConfigProvider,
+    so the command line carries references only (docs/job.md)."""
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+            "config.providers": "env",
+            "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                f'username="${{env:{KAFKA_USERNAME_ENV}}}" password="${{env:{KAFKA_PASSWORD_ENV}}}";'}
+
+
 def job_args(info: StackInfo, args: list[str]) -> list[str]:
     """The job's options (`args`: profile, topic, deployment, settings) plus its deployment on this stack, as a
     deployer passes them: Kafka through the `kafka` proxy, S3 through the `s3` proxy, the run's bucket, and the
@@ -107,6 +118,9 @@ def job_args(info: StackInfo, args: list[str]) -> list[str]:
     s3 = s3_options(info)
     return [*args,
             "--kafka-bootstrap-servers", info.kafka_bootstrap,
+            *[item for key, value in (sasl_kafka_options(info.kafka_sasl_mechanism).items()
+                                      if info.kafka_sasl_mechanism else ())
+              for item in ("--kafka-option", f"{key}={value}")],
             "--s3-endpoint", info.s3_endpoint, "--s3-region", s3.region,  # s3.endpoint: this, never None
             "--s3-path-style" if s3.path_style else "--no-s3-path-style",
             "--s3-tls" if s3.tls else "--no-s3-tls",

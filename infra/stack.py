@@ -117,6 +117,10 @@ class StackInfo:
     # trust store of it the JVMs use (infra/tls.py); "" when S3 is plain HTTP
     s3_ca_bundle: str = ""
     s3_truststore: str = ""
+    # SASL on the brokers' proxied listener (Stack(kafka_sasl=True)): the mechanism and the login's username; the
+    # password is the stack's, never here. "" when clients connect without a login.
+    kafka_sasl_mechanism: str = ""
+    kafka_sasl_username: str = ""
     brokers: list[str] = field(default_factory=lambda: ["kafka"])  # component and proxy names, node 1 first
     workers: list[str] = field(default_factory=lambda: ["spark-worker"])
     replication_factor: int = 1   # what the harness creates topics with
@@ -166,9 +170,34 @@ class StackLike(Protocol):
     def s3_client(self, direct: bool = False, endpoint: str | None = None): ...
     def job_env(self) -> dict[str, str]: ...
     def job_deployment(self, args: list[str]) -> list[str] | None: ...
+    def kafka_client_login(self) -> dict[str, str]: ...
     def adopt(self, launch: Callable[[], _H], component: str | None = None) -> _H: ...
     def restart(self, component: str, grace: float = 5.0) -> float: ...
     def reset(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class KafkaLogin:
+    """The one SASL login of a stack whose brokers ask for one (Stack(kafka_login=...))."""
+
+    username: str
+    password: str
+
+    @classmethod
+    def random(cls) -> "KafkaLogin":
+        return cls("chaos-" + secrets.token_hex(4), secrets.token_urlsafe(24))
+
+    def as_env(self) -> dict[str, str]:
+        """The variables the job's Kafka clients read the login from (their JAAS line names them: infra/driver.py)."""
+        return {KAFKA_USERNAME_ENV: self.username, KAFKA_PASSWORD_ENV: self.password}
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka settings that log in with it."""
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": components.SASL_MECHANISM,
+                "sasl.username": self.username, "sasl.password": self.password}
+
+
+KAFKA_USERNAME_ENV, KAFKA_PASSWORD_ENV = "KAFKA_USERNAME", "KAFKA_PASSWORD"
 
 
 def _backend(name: str, run_dir: Path) -> Backend:
@@ -192,7 +221,8 @@ class Stack:
                  worker_memory: str = "3g", keep_data: bool = False,
                  progress: Callable[[str], None] = lambda message: None,
                  class_archives: ClassArchives | None = None, lane: str | None = None,
-                 credentials: Credentials | None = None, topology: str = "single", s3_tls: bool = False):
+                 credentials: Credentials | None = None, topology: str = "single", s3_tls: bool = False,
+                 kafka_login: KafkaLogin | None = None):
         self.run_dir = Path(run_dir).resolve()
         # A run's lanes (chaos run --lanes) each start a stack in the same run directory: its files and logs go
         # under stack/<lane>/ and logs/<lane>/; paths recorded relative to the run directory stay valid.
@@ -209,6 +239,8 @@ class Stack:
         # process with the same environment can use the stack; they are still never written anywhere)
         self.credentials = credentials or Credentials.random()
         self.s3_tls = s3_tls  # MinIO and the S3 fault proxy serve HTTPS with a CA made for this stack (infra/tls.py)
+        # SASL on the brokers' proxied listener, with this login (never written anywhere); None: plaintext
+        self.kafka_login = kafka_login
         self._tls: TlsFiles | None = None
         self.handles: dict[str, Handle] = {}
         self._info: StackInfo | None = None  # set by start(); `info`, `toxiproxy`, `s3proxy` raise before it
@@ -263,8 +295,9 @@ class Stack:
         config = self.stack_dir / "config"
         for node, broker in enumerate(shape.broker_names, start=1):
             self._broker_data(broker).mkdir(parents=True, exist_ok=True)
-            (config / f"{broker}.properties").write_text(
-                components.kafka_properties(ports, node, self._broker_data(broker), shape))
+            (config / f"{broker}.properties").write_text(components.kafka_properties(
+                ports, node, self._broker_data(broker), shape,
+                sasl_username=self.kafka_login.username if self.kafka_login else None))
         (config / "kafka-log4j2.properties").write_text(components.KAFKA_LOG4J)
         for worker in shape.worker_names:
             self._worker_dir(worker).mkdir(parents=True, exist_ok=True)
@@ -280,12 +313,13 @@ class Stack:
             components.toxiproxy(runtime, ports),
             components.minio(runtime, ports, self.stack_dir / "minio-data", self.credentials.access_key,
                              self.credentials.secret_key, tls=tls),
-            *(components.kafka(runtime, config, ready=self._kafka_ready(ports, node), name=broker)
+            *(components.kafka(runtime, config, ready=self._kafka_ready(ports, node), name=broker,
+                               sasl_password=self.kafka_login.password if self.kafka_login else None)
               for node, broker in enumerate(shape.broker_names, start=1)),
             components.spark_master(runtime, ports),
             # Executors inherit the worker's environment: that is how they get the S3 credentials.
             *(components.spark_worker(runtime, ports, self._worker_dir(worker), self.worker_cores,
-                                      self.worker_memory, env=self.credentials.as_env(), node=node, name=worker)
+                                      self.worker_memory, env=self._secrets_env(), node=node, name=worker)
               for node, worker in enumerate(shape.worker_names, start=1)),
         ]
         seconds: dict[str, float] = {}
@@ -316,6 +350,8 @@ class Stack:
             s3_direct_endpoint=f"{scheme}://{LOOPBACK}:{ports.minio}",
             s3_ca_bundle=str(tls.ca) if tls else "",
             s3_truststore=str(tls.truststore) if tls else "",
+            kafka_sasl_mechanism=components.SASL_MECHANISM if self.kafka_login else "",
+            kafka_sasl_username=self.kafka_login.username if self.kafka_login else "",
             bucket=BUCKET,
             toxiproxy_api=f"http://{LOOPBACK}:{ports.toxiproxy_api}",
             spark_master=f"spark://{LOOPBACK}:{ports.spark_master}",
@@ -412,14 +448,13 @@ class Stack:
             listen, upstream = routes[name]
             self.toxiproxy.create_proxy(name, listen=listen, upstream=upstream)
 
-    @staticmethod
-    def _kafka_ready(ports: Ports, node: int) -> Callable[[], bool]:
+    def _kafka_ready(self, ports: Ports, node: int) -> Callable[[], bool]:
         """Broker `node` answers through its proxy and the cluster's metadata lists it (it has joined)."""
         def ready() -> bool:
             from confluent_kafka.admin import AdminClient
 
             admin = AdminClient({"bootstrap.servers": f"{LOOPBACK}:{ports.brokers[node - 1].proxy}",
-                                 "log_level": 0})
+                                 "log_level": 0, **self.kafka_client_login()})
             metadata = admin.list_topics(timeout=2)
             return node in metadata.brokers
         return ready
@@ -446,7 +481,7 @@ class Stack:
         # which has the pinned packages; a bare `python3` on PATH may lack pandas.
         # With TLS on S3 the job's own S3 client (minio, urllib3) trusts the stack's CA through SSL_CERT_FILE; its
         # JVMs through the trust store in their options (infra/driver.py java_options).
-        return {**self.credentials.as_env(), "CHAOS_STACK_JSON": str(self.stack_dir / "stack.json"),
+        return {**self._secrets_env(), "CHAOS_STACK_JSON": str(self.stack_dir / "stack.json"),
                 "SPARK_LOCAL_IP": LOOPBACK, "SPARK_HOME": self.info.spark_home,
                 "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                 **({"SSL_CERT_FILE": self.info.s3_ca_bundle} if self.info.s3_ca_bundle else {})}
@@ -456,6 +491,15 @@ class Stack:
         if component not in self._specs:
             raise InfraError(f"{component!r} is not a component of this stack")
         return list(self._specs[component].argv)
+
+    def kafka_client_login(self) -> dict[str, str]:
+        """librdkafka settings for the brokers' proxied listener (what the job and the producer use): the SASL login
+        when the brokers ask for one, else none."""
+        return self.kafka_login.client_config() if self.kafka_login else {}
+
+    def _secrets_env(self) -> dict[str, str]:
+        """What drivers and executors read their secrets from: the S3 keys, and the Kafka login if there is one."""
+        return {**self.credentials.as_env(), **(self.kafka_login.as_env() if self.kafka_login else {})}
 
     def job_deployment(self, args: list[str]) -> list[str] | None:
         """The job's deployment options for `args`: None, since this stack is described by its StackInfo alone and

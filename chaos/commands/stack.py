@@ -4,6 +4,7 @@ another process can use (`chaos doctor --target FILE`); the file is removed when
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -40,6 +41,20 @@ def _credentials_from_env():
     return Credentials(access, secret)
 
 
+def _kafka_login_from_env():
+    """The brokers' SASL login from KAFKA_USERNAME and KAFKA_PASSWORD, which the target names (as the AWS keys are);
+    exit 2 when they are missing or unusable."""
+    from infra.stack import KAFKA_PASSWORD_ENV, KAFKA_USERNAME_ENV, KafkaLogin
+
+    username, password = os.environ.get(KAFKA_USERNAME_ENV, ""), os.environ.get(KAFKA_PASSWORD_ENV, "")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{3,64}", username) or len(password) < MIN_SECRET_KEY or '"' in password:
+        raise errors.ChaosError(
+            f"--kafka-sasl with --write-target needs {KAFKA_USERNAME_ENV} (3-64 of letters, digits, . _ -) and "
+            f"{KAFKA_PASSWORD_ENV} (at least {MIN_SECRET_KEY} characters, no double quote) in the environment: the "
+            "brokers take them as their login and the target names them", errors.USAGE)
+    return KafkaLogin(username, password)
+
+
 def _target_path(path: Path) -> Path:
     path = path.absolute()
     if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
@@ -51,10 +66,11 @@ def _target_path(path: Path) -> Path:
 
 
 def stack_up(backend: str, target: Path | None, out: Path | None, topology: str = "single",
-             s3_tls: bool = False) -> int:
-    from infra.stack import Stack
+             s3_tls: bool = False, kafka_sasl: bool = False) -> int:
+    from infra.stack import KafkaLogin, Stack
 
     credentials = _credentials_from_env() if target is not None else None
+    kafka_login = (_kafka_login_from_env() if target is not None else KafkaLogin.random()) if kafka_sasl else None
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C is how this command ends, also when a shell started it in the background (`&` in a script), which
         # leaves SIGINT ignored; SIGTERM already takes the same path (chaos/cli.py).
@@ -69,6 +85,7 @@ def stack_up(backend: str, target: Path | None, out: Path | None, topology: str 
     up = False
     try:
         with Stack(run_dir, backend=backend, progress=_progress, credentials=credentials, s3_tls=s3_tls,
+                   kafka_login=kafka_login,
                    topology=topology) as stack:
             if target is not None:
                 from ..target.from_stack import write_target

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from infra.driver import S3_REGION, cluster_conf
+from infra.driver import S3_REGION, cluster_conf, sasl_kafka_options
+from infra.stack import KAFKA_PASSWORD_ENV, KAFKA_USERNAME_ENV
 
 from .model import Target, parse_target
 
@@ -75,6 +76,7 @@ def stack_target(stack: Stack, name: str, source: str) -> Target:
     doc = {
         "name": name,
         "kafka": {"bootstrap_servers": info.kafka_bootstrap.split(","),
+                  **({"options": sasl_kafka_options(info.kafka_sasl_mechanism)} if info.kafka_sasl_mechanism else {}),
                   "direct_bootstrap_servers": info.kafka_internal_bootstrap.split(","),
                   "replication_factor": info.replication_factor, "min_insync_replicas": info.min_insync_replicas},
         "s3": {"endpoint": info.s3_endpoint, "tls": info.s3_endpoint.startswith("https://"), "bucket": info.bucket,
@@ -83,7 +85,9 @@ def stack_target(stack: Stack, name: str, source: str) -> Target:
                **({"fault_proxy": info.s3proxy_api} if info.s3proxy_api else {})},
         "spark": {"master": info.spark_master, "master_ui": info.spark_master_ui, "deploy_mode": "client",
                   "conf": conf},
-        "credentials": {"s3_access_key": ACCESS_KEY_ENV, "s3_secret_key": SECRET_KEY_ENV},
+        "credentials": {"s3_access_key": ACCESS_KEY_ENV, "s3_secret_key": SECRET_KEY_ENV,
+                        **({"kafka_username": KAFKA_USERNAME_ENV, "kafka_password": KAFKA_PASSWORD_ENV}
+                           if info.kafka_sasl_mechanism else {})},
         "toxiproxy": {"api": info.toxiproxy_api, "proxies": {name: name for name in info.proxies}},
         "hooks": local_hooks(stack, os.getpid()),
     }

@@ -242,10 +242,21 @@ def _options(value: object, path: Path_, limit: int = MAX_ITEMS) -> dict[str, st
         elif isinstance(raw, (int, float)):
             raw = str(raw)
         text = _text(raw, where)
-        if SECRET_KEY_RE.search(key) and not ENV_REFERENCE_RE.match(text):
+        if SECRET_KEY_RE.search(key) and not _by_reference(key, text):
             raise Invalid(where, "names a secret, and its value is not a ${env:NAME} reference", SECRET_HELP)
         options[key] = text
     return options
+
+
+def _by_reference(key: str, text: str) -> bool:
+    """A secret-named option's value holds its secret by reference only: `${env:NAME}`, or a JAAS line (`*jaas.config`)
+    whose every password is one (Kafka's EnvVarConfigProvider resolves them in the client: docs/job.md)."""
+    if ENV_REFERENCE_RE.match(text):
+        return True
+    if key.lower().endswith("jaas.config"):
+        passwords = re.findall(r'password\s*=\s*"([^"]*)"', text, re.IGNORECASE)
+        return bool(passwords) and all(ENV_REFERENCE_RE.match(value) for value in passwords)
+    return False
 
 
 def _servers(raw: object, where: Path_) -> tuple[str, ...]:

@@ -52,8 +52,6 @@ def unsupported(target: Target) -> str | None:
     """What this target asks for that `chaos run --target` cannot do yet (docs/targets.md), or None."""
     if target.s3.prefix.strip("/"):
         return "s3.prefix: chaos run keeps each deployment at the bucket's top level; give a bucket of its own"
-    if "kafka_username" in target.credentials:
-        return "credentials.kafka_username: chaos run's own Kafka clients do not log in with SASL yet"
     if target.toxiproxy.mode != "existing":
         return "toxiproxy mode: start: chaos run does not start a Toxiproxy yet; give an existing one (api, proxies)"
     if target.spark.deploy_mode != "client":
@@ -343,6 +341,17 @@ class TargetStack:
             env["PYSPARK_SUBMIT_ARGS"] = " ".join(shlex.quote(a) for a in self.target.spark.submit_args) \
                 + " pyspark-shell"
         return env
+
+    def kafka_client_login(self) -> dict[str, str]:
+        """librdkafka settings for the harness's clients on the proxied listener: the SASL login the file names
+        (`credentials.kafka_username`/`kafka_password`, protocol and mechanism from `kafka.options`), else none."""
+        username, password = self._credential("kafka_username"), self._credential("kafka_password")
+        if not (username and password):
+            return {}
+        options = self.target.kafka.options
+        return {"security.protocol": options.get("security.protocol", "SASL_PLAINTEXT"),
+                "sasl.mechanism": options.get("sasl.mechanism", "PLAIN"), "sasl.username": username,
+                "sasl.password": password}
 
     def job_deployment(self, args: list[str]) -> list[str] | None:
         """The job's options (`args`: profile, topic, deployment, settings) plus the target's deployment, as docs/job.md

@@ -1,6 +1,6 @@
 """A target written by a running stack, checked from another process (issue 19, docs/targets.md):
-`chaos stack up --s3-tls --write-target FILE` starts the local stack, its S3 over TLS with a CA made for it, and
-writes it as a target; `chaos doctor --target FILE`
+`chaos stack up --s3-tls --kafka-sasl --write-target FILE` starts the local stack, its S3 over TLS with a CA made for
+it and its brokers asking clients for a SASL login, and writes it as a target; `chaos doctor --target FILE`
 finds every endpoint answering and the Kafka and S3 traffic crossing the stack's proxies (each disabled for a moment:
 the endpoint stops answering); `chaos run --target FILE`, a third process, runs an experiment through the target's
 proxies and SKIPs one whose fault has no way to act there; Ctrl-C stops the stack, removes the file and leaves no
@@ -65,10 +65,13 @@ arms:
 
 def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxies(tmp_path):
     access, secret = f"chaos-{secrets.token_hex(4)}", secrets.token_urlsafe(18)
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret}
+    kafka_password = secrets.token_urlsafe(18)
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret,
+           "KAFKA_USERNAME": "chaos-target", "KAFKA_PASSWORD": kafka_password}
     target, out, log = tmp_path / "t.yaml", tmp_path / "runs", tmp_path / "up.log"
     with open(log, "w") as up_log:
-        up = subprocess.Popen([sys.executable, "-m", "chaos.cli", "stack", "up", "--s3-tls", "--write-target", str(target),
+        up = subprocess.Popen([sys.executable, "-m", "chaos.cli", "stack", "up", "--s3-tls", "--kafka-sasl", "--write-target",
+                               str(target),
                                "--out", str(out)], stdout=up_log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
                               start_new_session=True)
     try:
@@ -77,11 +80,15 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
         doc = yaml.safe_load(target.read_text())
         assert doc["toxiproxy"]["api"].startswith("http://127.0.0.1:")
         assert set(doc["hooks"]) == {"broker", "minio", "executor"}
-        assert doc["credentials"] == {"s3_access_key": "AWS_ACCESS_KEY_ID", "s3_secret_key": "AWS_SECRET_ACCESS_KEY"}
+        assert {k: doc["credentials"][k] for k in ("s3_access_key", "s3_secret_key")} == \
+            {"s3_access_key": "AWS_ACCESS_KEY_ID", "s3_secret_key": "AWS_SECRET_ACCESS_KEY"}
         # S3 over TLS: https endpoints, the stack's CA for the harness, its trust store in the JVMs' options
         assert doc["s3"]["tls"] is True and doc["s3"]["endpoint"].startswith("https://127.0.0.1:")
         assert doc["s3"]["direct_endpoint"].startswith("https://") and Path(doc["s3"]["ca_bundle"]).is_file()
         assert "javax.net.ssl.trustStore=" in doc["spark"]["conf"]["spark.executor.extraJavaOptions"]
+        # SASL on Kafka: the login by name, the job's JAAS line by reference
+        assert doc["credentials"]["kafka_password"] == "KAFKA_PASSWORD"
+        assert doc["kafka"]["options"]["security.protocol"] == "SASL_PLAINTEXT"
 
         doctor = subprocess.run([sys.executable, "-m", "chaos.cli", "doctor", "--target", str(target)], cwd=tmp_path,
                                 env=env, capture_output=True, text=True, timeout=180)
@@ -96,12 +103,12 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
         assert doctor.stdout.rstrip().endswith("ready")
 
         # Without the credentials in its environment the doctor says so, and never shows a value.
-        bare = {k: v for k, v in env.items() if not k.startswith("AWS_")}
+        bare = {k: v for k, v in env.items() if not k.startswith(("AWS_", "KAFKA_"))}
         missing = subprocess.run([sys.executable, "-m", "chaos.cli", "doctor", "--target", str(target)],
                                  cwd=tmp_path, env=bare, capture_output=True, text=True, timeout=180)
         assert missing.returncode == 3 and "NO  credentials" in missing.stdout, missing.stdout
         for text in (target.read_text(), doctor.stdout, doctor.stderr, missing.stdout, missing.stderr):
-            assert secret not in text and access not in text
+            assert secret not in text and access not in text and kafka_password not in text
 
         specs = []
         for name, text in (("through-proxy.yaml", THROUGH_PROXY), ("no-hook.yaml", NO_HOOK_RUN)):
@@ -129,7 +136,8 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
 
         requests = S3ProxyClient(doc["s3"]["fault_proxy"]).stats()["requests"]
         assert requests.get("PUT", {}).get("delayed", 0) > 0, requests
-        assert secret not in ran.stdout + ran.stderr and access not in ran.stdout + ran.stderr
+        for text in (ran.stdout, ran.stderr):
+            assert secret not in text and access not in text and kafka_password not in text
     finally:
         if up.poll() is None:
             up.send_signal(signal.SIGINT)
@@ -141,7 +149,7 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
                 up.wait()
     assert up.returncode == 0, log.read_text()[-3000:]
     assert not target.exists(), "the target file outlived its stack"
-    assert secret not in log.read_text() and access not in log.read_text()
+    assert secret not in log.read_text() and access not in log.read_text() and kafka_password not in log.read_text()
     run_dir = next(p for p in out.iterdir() if p.is_dir() and not p.is_symlink())
     assert pids_of(run_dir) == []
     info = json.loads((run_dir / "stack" / "stack.json").read_text())

@@ -523,3 +523,40 @@ def test_a_stacks_certificate_authority_signs_a_certificate_for_loopback_that_it
     assert f"-Djavax.net.ssl.trustStore={files.truststore}" in files.jvm_options()
     again = make_certificates(tmp_path / "tls")  # a restart of `stack up` in the same directory: made anew
     assert again.ca.read_text() != "" and files.truststore.is_file()
+
+
+def test_a_sasl_stack_is_written_with_its_login_by_name_and_the_jobs_jaas_line_by_reference(tmp_path, monkeypatch):
+    """A stack whose brokers ask for a login (--kafka-sasl): the target names KAFKA_USERNAME/KAFKA_PASSWORD, the
+    job's options carry a JAAS line of ${env:...} references (resolved by Kafka's EnvVarConfigProvider), and the
+    file holds no value."""
+    import dataclasses as _dc
+
+    from chaos.target.from_stack import write_target
+    from infra.driver import job_args
+
+    monkeypatch.setenv("KAFKA_PASSWORD", SECRET)
+    fake = _fake_stack(tmp_path)
+    fake.info = _dc.replace(fake.info, kafka_sasl_mechanism="PLAIN", kafka_sasl_username="chaos-user")
+    path = tmp_path / "t.yaml"
+    target = write_target(fake, path)  # type: ignore[arg-type]
+    assert target.credentials["kafka_username"] == "KAFKA_USERNAME"
+    assert target.credentials["kafka_password"] == "KAFKA_PASSWORD"
+    options = target.kafka.options
+    assert options["security.protocol"] == "SASL_PLAINTEXT" and options["config.providers"] == "env"
+    assert 'password="${env:KAFKA_PASSWORD}"' in options["sasl.jaas.config"]
+    assert SECRET not in path.read_text() and "chaos-user" not in path.read_text()
+    argv = job_args(fake.info, ["--profile", "hardened", "--topic", "t", "--deployment", "d"])
+    jaas = next(a for a in argv if a.startswith("sasl.jaas.config="))
+    assert 'username="${env:KAFKA_USERNAME}" password="${env:KAFKA_PASSWORD}"' in jaas
+
+
+def test_a_jaas_line_is_accepted_only_when_every_password_in_it_is_a_reference(tmp_path):
+    line = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{}";'
+    ok = _stack_written()
+    ok["kafka"]["options"] = {"sasl.jaas.config": line.format("${env:KAFKA_PASSWORD}")}
+    assert load_target(_write(tmp_path, ok)).kafka.options["sasl.jaas.config"].endswith('"${env:KAFKA_PASSWORD}";')
+    for bad in (line.format("hunter2-literal"), 'x required username="u";'):
+        doc = _stack_written()
+        doc["kafka"]["options"] = {"sasl.jaas.config": bad}
+        with pytest.raises(SpecError, match=r"kafka\.options\.sasl\.jaas\.config: (names a secret|holds a literal)"):
+            load_target(_write(tmp_path, doc))
