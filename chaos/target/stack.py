@@ -327,6 +327,9 @@ class TargetStack:
         job's S3 clients read), pyspark's interpreter, and the file's spark-submit arguments."""
         env = {"SPARK_HOME": self.info.spark_home, "PYSPARK_PYTHON": sys.executable,
                "PYSPARK_DRIVER_PYTHON": sys.executable}
+        bind = self.target.spark.conf.get("spark.driver.bindAddress")
+        if bind:  # Spark's own idea of this host's address otherwise: the first interface's, not the bound one
+            env["SPARK_LOCAL_IP"] = bind
         if self.target.s3.ca_bundle:
             # the job's own S3 client (minio, urllib3) trusts the CA through this; its JVMs need the CA in their
             # trust store, which the target's spark.conf gives (docs/targets.md)
