@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, TypeVar
+from typing import Callable, Iterator, Protocol, Self, TypeVar
 
 from . import artifacts, components, registry
 from .artifacts import ArtifactPaths
@@ -214,7 +214,29 @@ def _backend(name: str, run_dir: Path) -> Backend:
     raise InfraError(f"unknown backend {name!r}; allowed: local, containers")
 
 
-class Stack:
+class StartedInContext:
+    """`with X(...) as x:` runs x.start() and always x.close() on the way out, also when start() fails part way (what
+    it started is torn down)."""
+
+    def start(self) -> object:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Stack(StartedInContext):
     # 4 worker cores on a 2-core machine: slots, not CPUs. Each driver takes 2 (spark.cores.max), so a second
     # driver at the same time (a colliding deployment) gets executors instead of waiting forever for cores.
     def __init__(self, run_dir: Path, backend: str | Backend = "local", worker_cores: int = 4,
@@ -253,17 +275,6 @@ class Stack:
         self._closing = False
 
     # -- lifecycle -------------------------------------------------------------------------------------
-    def __enter__(self) -> "Stack":
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     @property
     def stack_dir(self) -> Path:
         return self.run_dir / "stack" / self.lane if self.lane else self.run_dir / "stack"

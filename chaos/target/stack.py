@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from infra.driver import ENV_CREDENTIALS_PROVIDER
 from infra.errors import InfraError
 from infra.s3proxy import S3ProxyClient
-from infra.stack import DriverSlot, Handle, StackInfo, host_spark_home, signals_deferred
+from infra.stack import DriverSlot, Handle, StackInfo, StartedInContext, host_spark_home, signals_deferred
 from infra.toxiproxy import ToxiproxyClient
 from job.settings import from_args
 
@@ -149,7 +149,7 @@ class HookHandle:
         pass  # the target's servers outlive the run
 
 
-class TargetStack:
+class TargetStack(StartedInContext):
     """infra.stack.StackLike on a target. `with TargetStack(run_dir, target) as stack:` checks what the run needs
     (the credentials' variables, the proxies), and tears down what the run started (drivers) on the way out."""
 
@@ -166,17 +166,6 @@ class TargetStack:
         self._closing = False
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
-    def __enter__(self) -> "TargetStack":
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def start(self) -> StackInfo:
         target = self.target
         problem = unsupported(target)

@@ -49,7 +49,7 @@ def test_startup_variants_differ_only_in_archives_and_jit_and_archives_is_what_t
 
     archives = ClassArchives("use", {"driver-hardened": "/c/driver-hardened.jsa",
                                      "executor-hardened": "/c/executor-hardened.jsa"})
-    info = SimpleNamespace(class_archives=archives.to_dict())
+    info = SimpleNamespace(class_archives=archives.to_dict(), s3_truststore="")
     variants = startup_variants(info)
     assert set(variants) == {"archives", "c1", "tiered"}
     driver, executor = "spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"
@@ -60,7 +60,8 @@ def test_startup_variants_differ_only_in_archives_and_jit_and_archives_is_what_t
         assert QUICK_START_JIT in variants["c1"][side] and QUICK_START_JIT not in variants["tiered"][side]
     assert "-Xss16m" in variants["tiered"][driver]  # only the JIT differs
     # what the suite's drivers run is the archives variant
-    real = SimpleNamespace(class_archives=archives.to_dict(), spark_master="spark://x", spark_jars=[], s3_endpoint="e",
+    real = SimpleNamespace(class_archives=archives.to_dict(), s3_truststore="", spark_master="spark://x",
+                           spark_jars=[], s3_endpoint="e",
                            driver=SimpleNamespace(bind_host="127.0.0.1", advertised_host="127.0.0.2", rpc_port=1,
                                                   block_manager_port=2))
     conf = spark_conf(real, "app")
