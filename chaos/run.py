@@ -36,6 +36,7 @@ from .arm_steps import ends_early as ends_early, recovery_window_end as recovery
 from .faults import FaultContext, build
 from .faults.registry import FAULTS
 from .jobrun import ArmConfig
+from .lane_gate import LaneGate
 from .spec import ExperimentSpec
 from .store import RunRecord, RunStore, now
 from .target.model import Target
@@ -131,9 +132,10 @@ class ArmRun:
     owns are in chaos/arm_steps.py."""
 
     def __init__(self, stack: StackLike, spec: ExperimentSpec, profile: str, arm_dir: Path,
-                 say: Callable[[str], None], remaining_after_s: float = 0.0):
+                 say: Callable[[str], None], remaining_after_s: float = 0.0, gate: LaneGate | None = None):
         self.ctx = ArmContext(stack, spec, profile, arm_dir, arm_config(spec, profile), say)
         self.remaining_after_s = remaining_after_s
+        self.gate = gate  # in a lane: the job's start and the steady phase take turns with the other lanes
 
     def run(self) -> None:
         ctx, spec = self.ctx, self.ctx.spec
@@ -143,11 +145,14 @@ class ArmRun:
         schedule = FaultSchedule(ctx)
         fault_context = FaultContext(ctx.stack, ctx.arm, ctx.history, say=ctx.say, seed=spec.seed)
         stop_producing = threading.Event()
+        turn = self.gate.start(ctx.say) if self.gate is not None else None
         try:
             ctx.arm.create_topic()
             ctx.arm.start_job()
             if spec.warm_up and not warm_up(ctx):
                 return
+            if turn is not None:
+                turn.steady(ctx.phases.steady)
             start_ms = int(time.time() * 1000) + 500
             events = planned_events(segments(spec, jitters, ctx.fault_indices, ctx.phases.total), start_ms)
             ctx.say(f"{len(events)} events planned over {ctx.phases.total:.0f} s")
@@ -172,6 +177,8 @@ class ArmRun:
             ctx.history.error(str(exc))
             ctx.say(f"environment error: {exc}")
         finally:
+            if turn is not None:
+                turn.release()
             with signals_deferred():  # a second Ctrl-C must not skip the heals
                 clean_up(ctx, faults, schedule, stop_producing)
 
@@ -251,6 +258,7 @@ def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backen
     planned = [entry for group in by_topology.values() for entry in group]
     # planned seconds of every arm still to run, for the progress lines' "time left"
     remaining = [seconds for _directory, spec in planned for seconds in planned_seconds(spec, arms)]
+    gate = LaneGate(run_dir / "stack" / "gate") if lane else None
     for topology, group in by_topology.items():
         if not group:
             continue
@@ -265,7 +273,7 @@ def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backen
                     stack.reset()
                     remaining.pop(0)
                     ArmRun(stack, spec, arm.profile, experiment_dir / arm.profile, say,
-                           remaining_after_s=sum(remaining)).run()
+                           remaining_after_s=sum(remaining), gate=gate).run()
 
 
 def _run_on_target(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], target: Target,
