@@ -35,8 +35,10 @@ SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "s
                   "checkpoint_bytes", "batch_id")
 # state_bytes is RocksDB's SST bytes, or the operators' memory while no SST exists (what the checkers have always
 # fitted); state_sst_bytes is the on-disk SST bytes alone (0 before the first flush): one measure, for the report's
-# plot. Recorded, not a probe metric.
-SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "alive")
+# plot. late_rows counts the input rows the job's stateful operator dropped behind its watermark so far (Spark's
+# numRowsDroppedByWatermark, summed over every batch the job reported): why events can be lost with no fault in the
+# job itself. Both recorded, not probe metrics.
+SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "late_rows", "alive")
 RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "error", "watch", "skipped")
 
 Record = Mapping[str, object]

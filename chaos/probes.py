@@ -156,6 +156,7 @@ class Sampler:
         self.last_sample: dict | None = None  # for live progress
         self.recent: deque[tuple[float, dict]] = deque(maxlen=30)  # (monotonic time, sample): the arm's own view
         self._completed: deque[tuple[float, int]] = deque()  # (monotonic time seen, rows) of recent batches
+        self._late_rows: int | None = None  # rows dropped behind the watermark, over every batch seen
         self._started = time.monotonic()
 
     def __enter__(self) -> "Sampler":
@@ -195,6 +196,9 @@ class Sampler:
         window = min(RATE_WINDOW_S, max(elapsed, now - self._started))
         durations = [b.get("durationMs", {}).get("triggerExecution") for b in batches]
         durations = [d for d in durations if d is not None]
+        late = [op.get("numRowsDroppedByWatermark") for b in batches for op in b.get("stateOperators", [])]
+        if any(isinstance(n, int) for n in late):
+            self._late_rows = (self._late_rows or 0) + sum(n for n in late if isinstance(n, int))
         if batches:
             last = batches[-1]
             operators = last.get("stateOperators", [])
@@ -216,6 +220,7 @@ class Sampler:
             state_rows=self._last["state_rows"],
             state_bytes=self._last["state_bytes"],
             state_sst_bytes=self._last["state_sst_bytes"],
+            late_rows=self._late_rows,
             checkpoint_bytes=self._checkpoint_size(),
             batch_id=self._last["batch_id"],
             alive=self.processes(),

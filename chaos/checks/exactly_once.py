@@ -6,7 +6,7 @@ import dataclasses
 from typing import Mapping
 
 from .base import CheckDef, ControlData, settle, unjudged
-from .timeline import Check, num
+from .timeline import Check, Timeline, num
 
 
 def count_of(oracle: Mapping[str, object], key: str) -> int | None:
@@ -72,7 +72,28 @@ def control_oracle(name: str, data: ControlData, oracle: Mapping[str, object] | 
     return settle(check, data, pass_unless=why, fail_unless=why)
 
 
-LOST = CheckDef("lost", "lost", lambda arm, limit: check_lost(arm.oracle, limit, arm.why_missing("oracle")),
+def late_rows(tl: Timeline) -> int:
+    """Input rows the job dropped behind its watermark over the arm (the samples' running `late_rows`), 0 if none."""
+    counts = [s.get("late_rows") for s in tl.samples]
+    return max((n for n in counts if isinstance(n, int) and not isinstance(n, bool)), default=0)
+
+
+def with_late_rows(check: Check, tl: Timeline, watermark_s: float | None) -> Check:
+    """A failed `lost` says when the job itself dropped input as late: events that reached the job later than its
+    watermark allows (one partition held back while the others moved event time on) are lost by design, not by a
+    fault of the job's recovery, and the remedy is a watermark that covers that delay."""
+    late = late_rows(tl)
+    if check.verdict != "FAILED" or late <= 0:
+        return check
+    bound = f" of {watermark_s:g} s" if watermark_s is not None else ""
+    return dataclasses.replace(check, message=f"{check.message}; the job dropped {late:,} input rows behind its "
+                                              f"watermark{bound} (Spark's numRowsDroppedByWatermark): they reached "
+                                              "it later than the watermark allows")
+
+
+LOST = CheckDef("lost", "lost", lambda arm, limit: with_late_rows(check_lost(arm.oracle, limit,
+                                                                             arm.why_missing("oracle")),
+                                                                  arm.tl, arm.spec.job.watermark),
                 lambda data, limit: control_oracle("lost", data, data.oracle, limit, data.why_missing("oracle"),
                                                    data.subject_kind))
 DUPLICATED = CheckDef("duplicated", "duplicated",

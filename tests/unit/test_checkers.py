@@ -17,6 +17,7 @@ from chaos import cli
 from chaos.checkers import (VERDICTS, Check, check_duplicated, check_lineage, check_logs, check_lost,
                             check_max_lag, check_probe, check_progress, check_recovery, check_refused, check_state,
                             fit_trend, flaky_arms, judge_records, judge_run, match_count, timeline, worst)
+from chaos.checks.base import ArmData
 from chaos.history import HistoryWriter, read_history
 from chaos.oracle import Session, compare, coverage
 from chaos.spec import ExperimentSpec, Logs, Probe, Recovery, StateTarget, load_experiment
@@ -288,6 +289,30 @@ def test_lost_and_duplicated_from_a_coverage_report():
     assert "2 acknowledged events lost" in lost.message and "the drain did not finish" in lost.message
     duplicated = check_duplicated(oracle, 0)
     assert (duplicated.verdict, duplicated.measured) == ("FAILED", "1")
+
+
+def test_a_failed_lost_says_how_many_rows_the_job_dropped_behind_its_watermark(story):
+    """The late rows the sampler recorded (numRowsDroppedByWatermark, running) explain a lost count; a pass, or a
+    history with none, says nothing of them."""
+    from chaos.checks.exactly_once import LOST
+
+    spec = load_experiment(Path("experiments/kafka-broker-disconnect.yaml"))
+    lost_one = {**compare([_session("a", 0, 2), _session("b", 0, 1)], [_session("a", 0, 2)]).to_dict(),
+                "drained": True}
+
+    def judged(late: Callable[[float], int | None], oracle: dict) -> Check:
+        records = story(metrics=lambda t: {**healthy(t), "late_rows": late(t)})
+        check = LOST.judge(ArmData(timeline(records), spec, "hardened", oracle), 0)
+        assert isinstance(check, Check)
+        return check
+
+    failed = judged(lambda t: None if t < 30 else 40 if t < 45 else 471, lost_one)
+    assert failed.verdict == "FAILED"
+    assert "the job dropped 471 input rows behind its watermark of 20 s" in failed.message
+    assert "behind its watermark" not in judged(lambda t: None, lost_one).message
+    clean = {**compare([_session("a", 0, 2)], [_session("a", 0, 2)]).to_dict(), "drained": True}
+    passed = judged(lambda t: 471, clean)
+    assert passed.verdict == "PASSED" and "watermark" not in passed.message
 
 
 def test_without_an_oracle_lost_and_duplicated_are_nodata():
