@@ -78,3 +78,19 @@ def test_an_arm_with_still_healthy_watches_its_samples_after_recovery_before_the
     assert watched._watch_until(started + 30) == "recovered"
     watched_s = time.monotonic() - started
     assert plain_s < 1.5 and watched_s >= 2.0 and watched.recovered_at is not None, (plain_s, watched_s)
+
+
+def test_a_job_is_warm_once_a_batch_after_its_first_is_fast():
+    """chaos.arm_steps.is_warm: the first batch never counts (it carries the start-up), a later one must take at most
+    the bound; the durations are those measured on a fresh cluster stack (7.7 s, 3.1 s, 4.7 s, then warm)."""
+    from chaos.arm_steps import is_warm
+
+    def batch(ms: int | None) -> dict:
+        return {"durationMs": {"triggerExecution": ms}} if ms is not None else {"durationMs": {}}
+
+    assert not is_warm([], 2000)
+    assert not is_warm([batch(900)], 2000)  # only the first: not yet
+    assert not is_warm([batch(7691), batch(3069), batch(4707)], 2000)
+    assert not is_warm([batch(7691), batch(None)], 2000)
+    assert is_warm([batch(7691), batch(3069), batch(4707), batch(640)], 2000)
+    assert is_warm([batch(7691), batch(2000)], 2000)
