@@ -75,12 +75,13 @@ def stack_up(backend: str, target: Path | None, out: Path | None, topology: str 
         # Ctrl-C is how this command ends, also when a shell started it in the background (`&` in a script), which
         # leaves SIGINT ignored; SIGTERM already takes the same path (chaos/cli.py).
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        from ..target.from_stack import RESTART_SIGNALS
-
-        for component, name in RESTART_SIGNALS.items():
-            signal.signal(getattr(signal, f"SIG{name}"), _asker(component))
     target = _target_path(target) if target is not None else None
     run_dir = new_run_dir("stack-up", out)
+    if threading.current_thread() is threading.main_thread():
+        from ..target.from_stack import RESTART_SIGNALS, restart_requests
+
+        for component, name in RESTART_SIGNALS.items():
+            signal.signal(getattr(signal, f"SIG{name}"), _asker(component, restart_requests(run_dir)))
     _progress(f"run directory: {run_dir}")
     up = False
     try:
@@ -108,9 +109,17 @@ def stack_up(backend: str, target: Path | None, out: Path | None, topology: str 
     return errors.PASSED
 
 
-def _asker(component: str) -> Callable[[int, object], None]:
+def _asker(component: str, requests: Path | None = None) -> Callable[[int, object], None]:
+    """A signal handler asking for `component`'s restart, or, when a hook named servers under `requests` (a broker of
+    several: chaos/target/from_stack.py restart_requests), for theirs."""
     def ask(signum: int, frame: object) -> None:
-        _restarts_asked[component] = time.monotonic() + RESTART_WAIT_S
+        named = []
+        if requests is not None and requests.is_dir():
+            for request in requests.iterdir():
+                named.append(request.name)
+                request.unlink(missing_ok=True)
+        for name in named or [component]:
+            _restarts_asked[name] = time.monotonic() + RESTART_WAIT_S
     return ask
 
 

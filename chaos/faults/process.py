@@ -83,8 +83,14 @@ class ProcessFault(BaseFault):
             job.signal(signum)  # the whole group: the Python driver and its JVM
             return ["job-driver"]
         if target == "executor" and "executor" in stack.handles:
-            # a target's hook (chaos/target/stack.py): it reaches every executor of the target at once
-            stack.handles["executor"].signal(signum)
+            # a target's hook (chaos/target/stack.py): every executor at once, or with {node} the one on a worker
+            # drawn by the experiment's seed (the gate has SKIPPED `executors: one` for a hook without {node})
+            handle: Any = stack.handles["executor"]  # chaos.target.stack.HookHandle
+            if self.params.get("executors", "all") == "one" and handle.hook.per_node:
+                node = self._rng.randint(1, handle.hook.nodes or 1)
+                handle.signal(signum, node=node)
+                return [f"executor on node {node} (hook)"]
+            handle.signal(signum)
             return ["executors (hook)"]
         if target == "executor":
             pids = []

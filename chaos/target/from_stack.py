@@ -36,36 +36,62 @@ EXECUTOR_MARKER = "CoarseGrainedExecutorBackend"
 RESTART_SIGNALS = {"kafka": "USR1", "minio": "USR2"}
 
 
-def _pattern(words: list[str]) -> str:
-    """A `pkill -f` pattern matching these whole command-line words, quoted for the shell. The first letter goes in
-    brackets: the pattern then does not match itself, so the shell that runs a hook is never one of its targets; the
-    end is anchored, so port 1000 is not port 10001."""
-    text = " ".join(re.escape(word) for word in words)
+def _pattern(words: list[str], node_one: str | None = None) -> str:
+    """A `pkill -f` pattern matching these whole command-line words, quoted for the shell, as a hook's template
+    (literal braces doubled). The first letter goes in brackets: the pattern then does not match itself, so the shell
+    that runs a hook is never one of its targets; the end is anchored, so port 1000 is not port 10001. `node_one`: the
+    text naming node 1 (kafka-1), which becomes node {node} (kafka-{node})."""
+    text = " ".join(re.escape(word) for word in words).replace("{", "{{").replace("}", "}}")
+    if node_one is not None:
+        text = text.replace(re.escape(node_one), re.escape(node_one.removesuffix("1")) + "{node}")
     return shlex.quote(f"[{text[0]}]{text[1:]}( |$)")
 
 
-def local_hooks(stack: Stack, pid: int | None = None) -> dict[str, dict[str, str]]:
-    """Process-fault hooks for a stack whose servers are processes on this host (the local backend): the broker by
-    its properties file, MinIO by its address, the executors inside the worker's session (a worker starts them in
-    its own); a killed broker or MinIO comes back by a signal to `pid` (`chaos stack up`: SIGUSR1 restarts the broker,
-    SIGUSR2 MinIO). None for a backend whose processes this host cannot signal."""
+def restart_requests(run_dir: Path) -> Path:
+    """Where a restart hook names the server it asks `chaos stack up` (of this run directory) to bring back, one
+    empty file per server, before it signals: a signal alone cannot say which broker of three."""
+    return Path(run_dir) / "restart-requests"
+
+
+def local_hooks(stack: Stack, pid: int | None = None) -> dict[str, dict[str, object]]:
+    """Process-fault hooks for a stack whose servers are processes on this host (the local backend): a broker by
+    its properties file, MinIO by its address, the executors inside their worker's session (a worker starts them in
+    its own); a killed broker or MinIO comes back by a signal to `pid` (`chaos stack up`: SIGUSR1 restarts the brokers
+    named under restart_requests(), or the one broker; SIGUSR2 MinIO). On a cluster the broker's and the executor's
+    hooks have {node}: broker N (node id N) and the executor on worker N. None for a backend whose processes this
+    host cannot signal."""
     if stack.backend.name != "local":
         return {}
-    hooks: dict[str, dict[str, str]] = {}
-    # A hook is one command per role: on a cluster it would have to pick one broker of three or one worker of two,
-    # which a target's hooks cannot say yet (docs/targets.md), so a cluster gets MinIO's hook only.
-    single = stack.info.topology == "single"
-    if single:
-        properties = stack.command_of("kafka")[-1]  # kafka.Kafka <properties>: this broker's alone
+    hooks: dict[str, dict[str, object]] = {}
+    brokers, workers = stack.info.brokers, stack.info.workers
+    if len(brokers) == 1:
+        properties = stack.command_of(brokers[0])[-1]  # kafka.Kafka <properties>: this broker's alone
         hooks["broker"] = {"signal": f"pkill --signal {{signal}} -f {_pattern(['kafka.Kafka', properties])}",
                            **({"restart": f"kill -s {RESTART_SIGNALS['kafka']} {pid}"} if pid is not None else {})}
+    else:
+        # kafka-1.properties .. kafka-N.properties: the first broker's command line, its name made kafka-{node}
+        first = stack.command_of(brokers[0])[-1]
+        if brokers[0].endswith("-1") and all(stack.command_of(name)[-1] == first.replace(brokers[0], name)
+                                             for name in brokers):
+            requests = restart_requests(stack.run_dir)
+            requests.mkdir(parents=True, exist_ok=True)
+            asked = shlex.quote(str(requests / brokers[0].removesuffix("1"))).replace("{", "{{").replace("}", "}}")
+            asked += "{node}"
+            hooks["broker"] = {
+                "signal": f"pkill --signal {{signal}} -f {_pattern(['kafka.Kafka', first], node_one=brokers[0])}",
+                **({"restart": f"touch {asked} && kill -s {RESTART_SIGNALS['kafka']} {pid}"} if pid is not None else {})}
     minio = stack.command_of("minio")
     address = minio[minio.index("--address") + 1]
     hooks["minio"] = {"signal": f"pkill --signal {{signal}} -f {_pattern(['server', '--quiet', '--address', address])}",
                       **({"restart": f"kill -s {RESTART_SIGNALS['minio']} {pid}"} if pid is not None else {})}
-    worker = stack.handles["spark-worker"].pid if single else None
-    if worker is not None:
-        hooks["executor"] = {"signal": f"pkill --signal {{signal}} -s {worker} -f {EXECUTOR_MARKER}"}
+    sessions = [stack.handles[worker].pid for worker in workers]
+    if len(sessions) == 1 and sessions[0] is not None:
+        hooks["executor"] = {"signal": f"pkill --signal {{signal}} -s {sessions[0]} -f {EXECUTOR_MARKER}"}
+    elif sessions and None not in sessions:
+        # worker N's session: the Nth of the list (none past the end, which pkill refuses, exit 2)
+        session = f"\"$(echo {' '.join(map(str, sessions))} | cut -d ' ' -f {{node}})\""
+        hooks["executor"] = {"signal": f"pkill --signal {{signal}} -s {session} -f {EXECUTOR_MARKER}",
+                             "nodes": len(sessions)}
     return hooks
 
 

@@ -23,9 +23,17 @@ def _hook_cannot(target: Target, brokers: list[str], fault) -> str | None:
     if hook is None:
         return f"target {target.name} has no hook for {role} (hooks)"
     if role == "broker" and len(brokers) > 1:
-        return f"a hook is one command for every broker, and target {target.name} has {len(brokers)}: it cannot say which"
-    if role == "executor" and fault.params.get("executors", "all") != "all":
-        return "a hook acts on every executor at once, not on one of them (executors: one)"
+        if not hook.per_node:
+            return (f"hooks.broker has no {{node}}, and target {target.name} has {len(brokers)} brokers: it cannot "
+                    "say which")
+        if hook.nodes is not None and hook.nodes != len(brokers):
+            return f"hooks.broker.nodes is {hook.nodes}, and target {target.name} has {len(brokers)} broker proxies"
+        own = target.kafka.direct_bootstrap_servers or ()
+        if fault.fault == "process.kill" and len(own) != len(brokers):
+            return (f"a killed broker is told down by its own endpoint: kafka.direct_bootstrap_servers must name "
+                    f"each of the {len(brokers)} brokers, in node order")
+    if role == "executor" and fault.params.get("executors", "all") != "all" and not hook.per_node:
+        return "hooks.executor has no {node}: it acts on every executor at once, not on one of them (executors: one)"
     if fault.fault == "process.kill" and role != "executor":
         if hook.restart is None:
             return f"a killed {role} must come back, and hooks.{role} has no restart command"

@@ -40,9 +40,12 @@ PROXY_ROLES = ("kafka", "s3", "spark-driver", "spark-driver-blocks")
 PROXY_ROLE_RE = re.compile(r"^(kafka|s3|spark-driver|spark-driver-blocks|kafka-[1-9][0-9]?)$")
 PROXY_ROLE_HELP = f"{', '.join(PROXY_ROLES)} or kafka-N (one per broker)"
 ROUTE_ROLE_RE = re.compile(r"^(kafka|s3|kafka-[1-9][0-9]?)$")  # what the suite can put a proxy in front of
-# A hook's placeholders: the signal by name (KILL, TERM, STOP, CONT) and the role it acts on.
-HOOK_PLACEHOLDERS = ("signal", "role")
-HOOK_ACTIONS = ("signal", "restart")
+# A hook's placeholders: the signal by name (KILL, TERM, STOP, CONT), the role it acts on, and the node (1..N): the
+# broker with that node id, or the executor on that worker. A hook with {node} aims at one node of several.
+HOOK_PLACEHOLDERS = ("signal", "role", "node")
+HOOK_FIELDS = ("signal", "restart", "nodes")
+NODE_ROLES = ("broker", "executor")  # the roles of which a target has several
+MAX_NODES = 99
 
 MAX_TEXT = 8192          # any one string: a URL, a path, an option's value (a jar list), a hook's command
 MAX_NAME_TEXT = 200      # a key, a host name, a bucket, an option's name
@@ -140,8 +143,14 @@ class Toxiproxy:
 
 @dataclass(frozen=True)
 class Hook:
-    signal: str                 # command template: `{signal}` (KILL, TERM, STOP, CONT) and `{role}`
+    signal: str                 # command template: `{signal}` (KILL, TERM, STOP, CONT), `{role}` and `{node}`
     restart: str | None = None  # command that brings a killed process back, if the platform does not
+    nodes: int | None = None    # how many nodes `{node}` ranges over (1..nodes); brokers: the target's by default
+
+    @property
+    def per_node(self) -> bool:
+        """Whether the hook aims at one node (its command has `{node}`), not at every process of its role."""
+        return "{node}" in self.signal
 
 
 @dataclass(frozen=True)
@@ -187,7 +196,8 @@ class Target:
                             else {"mode": "start", "routes": {role: {"listen": r.listen, "upstream": r.upstream}
                                                               for role, r in tp.routes.items()}})
         if self.hooks:
-            doc["hooks"] = {role: {"signal": h.signal, **({"restart": h.restart} if h.restart else {})}
+            doc["hooks"] = {role: {"signal": h.signal, **({"restart": h.restart} if h.restart else {}),
+                                   **({"nodes": h.nodes} if h.nodes is not None else {})}
                             for role, h in self.hooks.items()}
         return doc
 
@@ -406,7 +416,7 @@ def _template(value: object, path: Path_) -> str:
     try:
         fields = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
     except ValueError as exc:
-        raise Invalid(path, f"not a valid template ({exc})", "a command with {signal} and {role}; {{ for a brace") \
+        raise Invalid(path, f"not a valid template ({exc})", "a command with {signal}, {role}, {node}; {{ for a brace") \
             from None
     for name in fields:
         if name not in HOOK_PLACEHOLDERS:
@@ -419,11 +429,25 @@ def _hooks(value: object, path: Path_) -> dict[str, Hook]:
     hooks = {}
     for role, raw in section.items():
         where = path + (role,)
-        entry = mapping_of({"signal": raw} if isinstance(raw, str) else raw, where, HOOK_ACTIONS, required=("signal",))
+        entry = mapping_of({"signal": raw} if isinstance(raw, str) else raw, where, HOOK_FIELDS, required=("signal",))
         command = _template(entry["signal"], where + ("signal",))
         if "{signal}" not in command:
             raise Invalid(where + ("signal",), "has no {signal}", "a command with {signal} (KILL, TERM, STOP, CONT)")
-        hooks[role] = Hook(command, _template(entry["restart"], where + ("restart",)) if "restart" in entry else None)
+        restart = _template(entry["restart"], where + ("restart",)) if "restart" in entry else None
+        hook = Hook(command, restart,
+                    integer(entry["nodes"], where + ("nodes",), 1, MAX_NODES) if "nodes" in entry else None)
+        if hook.per_node and role not in NODE_ROLES:
+            raise Invalid(where + ("signal",), f"has {{node}}, and a target has one {role}",
+                          f"{{node}} only in the hooks of {' and '.join(NODE_ROLES)}")
+        if restart is not None and "{node}" in restart and not hook.per_node:
+            raise Invalid(where + ("restart",), "has {node}, and signal has not",
+                          "{node} in signal too: the restart brings back the node that signal stopped")
+        if hook.nodes is not None and not hook.per_node:
+            raise Invalid(where + ("nodes",), "is given, and signal has no {node}", "a signal command with {node}")
+        if role == "executor" and hook.per_node and hook.nodes is None:
+            raise Invalid(where, "signal has {node}, and nodes is missing",
+                          "nodes: how many workers there are (the executor on worker 1..nodes)")
+        hooks[role] = hook
     return hooks
 
 

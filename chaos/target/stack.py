@@ -102,10 +102,12 @@ def _accepts(addresses: list[str], timeout: float = 2.0) -> bool:
 class HookHandle:
     """A server of the target as the process faults see it (infra.stack.Handle): signalled by running its role's
     hook, restarted by the hook's `restart` command, alive while its direct endpoint accepts connections (`addresses`;
-    none: taken as alive, e.g. executors, which their worker relaunches)."""
+    none: taken as alive, e.g. executors, which their worker relaunches). `node`: the node a per-node hook aims at
+    (a broker of several); none for a hook that acts on the whole role, or on the node each signal names."""
 
-    def __init__(self, role: str, hook: Hook, addresses: list[str], log_path: Path):
+    def __init__(self, role: str, hook: Hook, addresses: list[str], log_path: Path, node: int | None = None):
         self.name, self.role, self.hook, self.addresses, self.log_path = role, role, hook, addresses, log_path
+        self.node = node
 
     @property
     def pid(self) -> int | None:
@@ -128,16 +130,27 @@ class HookHandle:
         if done.returncode != 0:
             raise InfraError(f"hook {self.role} ({what}) exited {done.returncode}; see {self.log_path}")
 
-    def signal(self, signum: int) -> None:
+    def nodes_for(self, node: int | None) -> list[int | None]:
+        """The nodes one signal reaches: the one asked for or this handle's; a per-node hook with neither runs once
+        per node (every executor); a hook without {node} runs once."""
+        if not self.hook.per_node:
+            return [None]
+        if node is not None or self.node is not None:
+            return [node if node is not None else self.node]
+        return list(range(1, (self.hook.nodes or 1) + 1))
+
+    def signal(self, signum: int, node: int | None = None) -> None:
         name = signal.Signals(signum).name.removeprefix("SIG")
-        self._run(self.hook.signal.format(signal=name, role=self.role), f"signal {name}")
+        for each in self.nodes_for(node):
+            self._run(self.hook.signal.format(signal=name, role=self.role, node=each or ""),
+                      f"signal {name}" + (f", node {each}" if each else ""))
 
     def restart(self) -> float:
         """Run the restart command and wait until the endpoint accepts connections; seconds it took."""
         if self.hook.restart is None:
             raise InfraError(f"hook {self.role} has no restart command: a killed {self.role} stays down")
         started = time.monotonic()
-        self._run(self.hook.restart.format(role=self.role), "restart")
+        self._run(self.hook.restart.format(role=self.role, node=self.node or ""), "restart")
         while not self.alive():
             if time.monotonic() - started > READY_TIMEOUT_S:
                 raise InfraError(f"{self.role} did not accept connections {READY_TIMEOUT_S:.0f} s after its restart "
@@ -215,11 +228,19 @@ class TargetStack(StartedInContext):
         return self._info
 
     def _adopt_hooks(self) -> None:
-        """A HookHandle per role with a hook, under the component names the process faults use: `kafka` (a single
-        broker: a hook cannot say which of several), `minio`, `executor` (every executor at once)."""
+        """A HookHandle per server with a hook, under the component names the process faults use: `kafka` for a
+        single broker, kafka-1 .. kafka-N for several when the hook has {node} (alive by kafka.direct_bootstrap_servers,
+        in node order), `minio`, `executor` (every executor at once, or the one on the worker a signal names)."""
         info, hooks, log = self.info, self.target.hooks, self.log_dir / "hooks.log"
-        if "broker" in hooks and info.brokers == ["kafka"]:
-            self.handles["kafka"] = HookHandle("broker", hooks["broker"], info.kafka_internal_bootstrap.split(","), log)
+        broker = hooks.get("broker")
+        direct = info.kafka_internal_bootstrap.split(",")
+        if broker is not None and info.brokers == ["kafka"]:
+            self.handles["kafka"] = HookHandle("broker", broker, direct, log)
+        elif broker is not None and broker.per_node:
+            for node, name in enumerate(info.brokers, start=1):
+                # a broker's own endpoint when the file gives one per broker; else none, and a kill is SKIPPED (gate)
+                own = [direct[node - 1]] if len(direct) == len(info.brokers) else []
+                self.handles[name] = HookHandle("broker", broker, own, log, node=node)
         if "minio" in hooks:
             endpoint = urlsplit(info.s3_direct_endpoint)
             self.handles["minio"] = HookHandle(
@@ -284,7 +305,7 @@ class TargetStack(StartedInContext):
         self.progress(f"restarting {component} (hook {handle.role})")
         seconds = handle.restart()
         # a new handle, as the suite's own stack gives a restarted server: a fault tells the one it killed from this
-        self.handles[component] = HookHandle(handle.role, handle.hook, handle.addresses, handle.log_path)
+        self.handles[component] = HookHandle(handle.role, handle.hook, handle.addresses, handle.log_path, handle.node)
         return seconds
 
     def _credential(self, purpose: str) -> str | None:

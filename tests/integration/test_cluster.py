@@ -75,15 +75,29 @@ def test_three_brokers_two_workers_each_broker_behind_its_own_proxy(cluster):
     assert [w["state"] for w in workers] == ["ALIVE", "ALIVE"] and sum(w["cores"] for w in workers) == 4
 
 
-def test_a_topic_is_replicated_three_times_and_writes_survive_one_broker_lost(cluster):
+def test_a_topic_is_replicated_three_times_and_writes_survive_one_broker_lost(cluster, tmp_path):
+    """The broker is killed by the hook a written target would give for it (`{node}`: that broker alone), as
+    `chaos run --target` kills it, and told down by its own endpoint."""
+    from chaos.target.from_stack import local_hooks
+    from chaos.target.model import Hook
+    from chaos.target.stack import HookHandle
+
     topic = "lost-one"
     create_topic(cluster.info.kafka_internal_bootstrap, topic, PARTITIONS, cluster.info.replication_factor,
                  cluster.info.min_insync_replicas)
     assert all(len(replicas) == 3 for _leader, replicas, _isr in _partitions(cluster, topic).values())
     victim = busiest_leader(partition_leaders(cluster.info.kafka_internal_bootstrap, topic))
     name = f"kafka-{victim}"
-    cluster.handles[name].signal(signal.SIGKILL)
+    direct = cluster.info.kafka_internal_bootstrap.split(",")
+    hook = Hook(str(local_hooks(cluster)["broker"]["signal"]))
+    handles = [HookHandle("broker", hook, [direct[n - 1]], tmp_path / "hooks.log", node=n) for n in (1, 2, 3)]
+    handles[victim - 1].signal(signal.SIGKILL)
     try:
+        deadline = time.monotonic() + 30
+        while handles[victim - 1].alive():
+            assert time.monotonic() < deadline, f"the hook did not kill {name}: {(tmp_path / 'hooks.log').read_text()}"
+            time.sleep(0.2)
+        assert [h.alive() for h in handles].count(True) == 2  # the other two brokers untouched
         # two of three replicas are in sync: acks=all still succeeds (min.insync.replicas 2)
         assert _produce(cluster, topic, 200) == 200
         leaders = {leader for leader, _replicas, _isr in _partitions(cluster, topic).values()}

@@ -113,6 +113,14 @@ BAD = [
     ("hook without signal", _with("hooks", {"broker": "systemctl restart kafka"}), "hooks.broker.signal: has no {signal}"),
     ("hook placeholder", _with("hooks", {"broker": "kill -{signal} {pid}"}), "unknown placeholder {pid}"),
     ("hook brace", _with("hooks", {"broker": "kill -{signal"}), "not a valid template"),
+    ("node on minio", _with("hooks", {"minio": "ssh s3-{node} pkill -{signal} minio"}),
+     "hooks.minio.signal: has {node}, and a target has one minio"),
+    ("nodes without node", _with("hooks", {"broker": {"signal": "kill -{signal} 1", "nodes": 3}}),
+     "hooks.broker.nodes: is given, and signal has no {node}"),
+    ("executor node without nodes", _with("hooks", {"executor": "ssh w{node} pkill -{signal} -f Executor"}),
+     "hooks.executor: signal has {node}, and nodes is missing"),
+    ("node in restart alone", _with("hooks", {"broker": {"signal": "kill -{signal} 1", "restart": "start b{node}"}}),
+     "hooks.broker.restart: has {node}, and signal has not"),
     ("bad name", _with("name", "Staging EU"), "name:"),
 ]
 
@@ -231,6 +239,103 @@ def test_a_stack_is_written_as_a_valid_target_with_names_and_hooks_only(tmp_path
     assert target.hooks["executor"].signal == "pkill --signal {signal} -s 103 -f CoarseGrainedExecutorBackend"
     assert target.hooks["executor"].restart is None  # the worker relaunches its executors
     assert SECRET not in path.read_text() and not list(tmp_path.glob(".t.yaml.*"))
+
+
+def _fake_cluster(tmp_path: Path):
+    """_fake_stack with three brokers and two workers, as `--topology cluster` starts them."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    stack = _fake_stack(tmp_path)
+    brokers = ["kafka-1", "kafka-2", "kafka-3"]
+    stack.info = replace(stack.info, topology="cluster", brokers=brokers, workers=["spark-worker-1", "spark-worker-2"],
+                         kafka_bootstrap="127.0.0.1:41011,127.0.0.1:41012,127.0.0.1:41013",
+                         kafka_internal_bootstrap="127.0.0.1:41021,127.0.0.1:41022,127.0.0.1:41023",
+                         proxies={name: {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}
+                                  for name in (*brokers, "s3", "spark-driver", "spark-driver-blocks")})
+    stack.handles = {"spark-worker-1": SimpleNamespace(pid=201), "spark-worker-2": SimpleNamespace(pid=202)}
+    commands = {name: ["java", "kafka.Kafka", f"/run/stack/config/{name}.properties"] for name in brokers}
+    commands["minio"] = ["/bin/minio", "server", "--quiet", "--address", "127.0.0.1:41010", "/run/stack/minio-data"]
+    stack.command_of = commands.__getitem__
+    return stack
+
+
+def test_a_cluster_is_written_with_hooks_that_aim_at_one_broker_or_one_workers_executor(tmp_path, monkeypatch):
+    """{node} in the hooks: broker N by its own properties file, restarted by a request file naming it and SIGUSR1;
+    the executor on worker N by that worker's session."""
+    from chaos.target.from_stack import restart_requests, write_target
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    target = write_target(_fake_cluster(tmp_path), tmp_path / "t.yaml")  # type: ignore[arg-type]
+    assert load_target(tmp_path / "t.yaml").to_dict() == target.to_dict()
+    broker, executor = target.hooks["broker"], target.hooks["executor"]
+    assert broker.per_node and broker.nodes is None  # the target's brokers: one per proxy
+    assert broker.signal.format(signal="TERM", node=2) == \
+        r"pkill --signal TERM -f '[k]afka\.Kafka /run/stack/config/kafka\-2\.properties( |$)'"
+    requests = restart_requests(tmp_path)
+    assert requests.is_dir()
+    assert broker.restart is not None and \
+        broker.restart.format(node=3) == f"touch {requests}/kafka-3 && kill -s USR1 {os.getpid()}"
+    assert executor.per_node and executor.nodes == 2
+    # the command a shell runs: worker 2's session, and an unknown node is an error rather than every executor
+    assert executor.signal.format(signal="KILL", node=2) == \
+        """pkill --signal KILL -s "$(echo 201 202 | cut -d ' ' -f 2)" -f CoarseGrainedExecutorBackend"""
+    done = subprocess.run(executor.signal.format(signal="0", node=7), shell=True, capture_output=True)
+    assert done.returncode == 2  # no such worker: pkill refuses, never every executor
+
+
+def test_on_a_cluster_target_per_node_hooks_let_the_cluster_experiments_run():
+    brokers = ["kafka-1", "kafka-2", "kafka-3"]
+    cluster = _hooked(broker={"signal": "ssh b{node} pkill -{signal} -f kafka.Kafka", "restart": "ssh b{node} start"},
+                      executor={"signal": "ssh w{node} pkill -{signal} -f Executor", "nodes": 2})
+    cluster["toxiproxy"]["proxies"] = {"kafka-1": "k1", "kafka-2": "k2", "kafka-3": "k3", "s3": "s3",
+                                       "spark-driver": "d", "spark-driver-blocks": "db"}
+    cluster["kafka"]["direct_bootstrap_servers"] = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+    for experiment in ("cluster-broker-lost", "cluster-executor-lost", "cluster-rolling-restart", "cluster-leader-move"):
+        assert _gate(cluster, experiment, brokers) is None, experiment
+    # a kill is told over by the killed broker's own endpoint: one per broker, or the arm cannot see it come back
+    cluster["kafka"]["direct_bootstrap_servers"] = ["127.0.0.1:1"]
+    assert "in node order" in (_gate(cluster, "cluster-broker-lost", brokers) or "")
+    cluster["kafka"]["direct_bootstrap_servers"] = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+    cluster["hooks"]["broker"]["nodes"] = 5
+    assert "nodes is 5" in (_gate(cluster, "cluster-broker-lost", brokers) or "")
+
+
+def test_a_per_node_hook_handle_signals_the_node_asked_for_or_every_node(tmp_path):
+    import signal
+
+    from chaos.target.model import Hook
+    from chaos.target.stack import HookHandle
+
+    marks = tmp_path / "marks"
+    hook = Hook(f"echo {{role}}{{node}}={{signal}} >> {marks}", restart=f"echo up{{node}} >> {marks}", nodes=2)
+    executors = HookHandle("executor", hook, [], tmp_path / "hooks.log")
+    executors.signal(signal.SIGKILL, node=2)
+    executors.signal(signal.SIGCONT)  # no node: each of them (a pause healed)
+    broker = HookHandle("broker", hook, [], tmp_path / "hooks.log", node=1)
+    broker.signal(signal.SIGTERM)
+    broker.restart()
+    assert marks.read_text().split() == ["executor2=KILL", "executor1=CONT", "executor2=CONT", "broker1=TERM", "up1"]
+
+
+def test_a_restart_signal_asks_for_the_servers_a_hook_named_or_else_for_its_own(tmp_path):
+    import signal
+
+    from chaos.commands import stack as stack_command
+
+    requests = tmp_path / "restart-requests"
+    requests.mkdir()
+    ask = stack_command._asker("kafka", requests)
+    stack_command._restarts_asked.clear()
+    try:
+        (requests / "kafka-2").touch()
+        ask(signal.SIGUSR1, None)
+        assert set(stack_command._restarts_asked) == {"kafka-2"} and not list(requests.iterdir())
+        stack_command._restarts_asked.clear()
+        ask(signal.SIGUSR1, None)  # a one-broker stack's hook names none
+        assert set(stack_command._restarts_asked) == {"kafka"}
+    finally:
+        stack_command._restarts_asked.clear()
 
 
 def test_a_stack_whose_processes_this_host_cannot_signal_gets_no_hooks(tmp_path):
