@@ -24,9 +24,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, Self, TypeVar
+from typing import Callable, ClassVar, Iterator, Protocol, Self, TypeVar
 
 from . import artifacts, components, registry
 from .artifacts import ArtifactPaths
@@ -137,18 +137,27 @@ class StackInfo:
 
 
 @dataclass(frozen=True)
-class Credentials:
-    access_key: str
-    secret_key: str
+class _Secret:
+    """A name and its secret that processes get only through their environment (ENV: the two variables), never on
+    a command line; random() makes a fresh one for a stack of its own."""
+    ENV: ClassVar[tuple[str, str]]
+    NAME_BYTES: ClassVar[int] = 6
 
     @classmethod
-    def random(cls) -> "Credentials":
-        return cls("chaos-" + secrets.token_hex(6), secrets.token_urlsafe(24))
+    def random(cls) -> Self:
+        return cls("chaos-" + secrets.token_hex(cls.NAME_BYTES), secrets.token_urlsafe(24))  # type: ignore[call-arg]
 
     def as_env(self) -> dict[str, str]:
-        """The standard AWS variables, which the S3A connector's EnvironmentVariableCredentialsProvider (AWS SDK v2)
-        and the job's own S3 client read: credentials travel in environments, never on a command line."""
-        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
+        return dict(zip(self.ENV, astuple(self)))
+
+
+@dataclass(frozen=True)
+class Credentials(_Secret):
+    """MinIO's keys, as the standard AWS variables, which the S3A connector's EnvironmentVariableCredentialsProvider
+    (AWS SDK v2) and the job's own S3 client read."""
+    ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    access_key: str
+    secret_key: str = field(repr=False)  # never in a log line or a traceback
 
 
 class StackLike(Protocol):
@@ -177,19 +186,13 @@ class StackLike(Protocol):
 
 
 @dataclass(frozen=True)
-class KafkaLogin:
-    """The one SASL login of a stack whose brokers ask for one (Stack(kafka_login=...))."""
-
+class KafkaLogin(_Secret):
+    """The one SASL login of a stack whose brokers ask for one (Stack(kafka_login=...)), as the variables the job's
+    Kafka clients read it from (their JAAS line names them: infra/driver.py)."""
+    ENV = ("KAFKA_USERNAME", "KAFKA_PASSWORD")
+    NAME_BYTES = 4
     username: str
-    password: str
-
-    @classmethod
-    def random(cls) -> "KafkaLogin":
-        return cls("chaos-" + secrets.token_hex(4), secrets.token_urlsafe(24))
-
-    def as_env(self) -> dict[str, str]:
-        """The variables the job's Kafka clients read the login from (their JAAS line names them: infra/driver.py)."""
-        return {KAFKA_USERNAME_ENV: self.username, KAFKA_PASSWORD_ENV: self.password}
+    password: str = field(repr=False)
 
     def client_config(self) -> dict[str, str]:
         """librdkafka settings that log in with it."""
@@ -197,7 +200,7 @@ class KafkaLogin:
                 "sasl.username": self.username, "sasl.password": self.password}
 
 
-KAFKA_USERNAME_ENV, KAFKA_PASSWORD_ENV = "KAFKA_USERNAME", "KAFKA_PASSWORD"
+KAFKA_USERNAME_ENV, KAFKA_PASSWORD_ENV = KafkaLogin.ENV
 
 
 def _backend(name: str, run_dir: Path) -> Backend:
