@@ -252,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt  # SIGTERM takes the same path as Ctrl-C: finally blocks tear down
 
     signal.signal(signal.SIGTERM, _terminate)
+    # Ctrl-C (SIGINT) interrupts every command, also one a script started in the background (`cmd &`), which a
+    # non-interactive shell starts with SIGINT ignored: otherwise `kill -INT` on such a run would do nothing, and it
+    # would run to its end (measured: a CI script started that way, and the interrupt tests' runs completed).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _dispatch(args)
     except KeyboardInterrupt:

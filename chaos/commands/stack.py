@@ -71,10 +71,7 @@ def stack_up(backend: str, target: Path | None, out: Path | None, topology: str 
 
     credentials = _credentials_from_env() if target is not None else None
     kafka_login = (_kafka_login_from_env() if target is not None else KafkaLogin.random()) if kafka_sasl else None
-    if threading.current_thread() is threading.main_thread():
-        # Ctrl-C is how this command ends, also when a shell started it in the background (`&` in a script), which
-        # leaves SIGINT ignored; SIGTERM already takes the same path (chaos/cli.py).
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Ctrl-C is how this command ends (chaos/cli.py handles SIGINT even where a script's `&` left it ignored).
     target = _target_path(target) if target is not None else None
     run_dir = new_run_dir("stack-up", out)
     if threading.current_thread() is threading.main_thread():
