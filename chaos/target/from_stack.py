@@ -36,12 +36,17 @@ EXECUTOR_MARKER = "CoarseGrainedExecutorBackend"
 RESTART_SIGNALS = {"kafka": "USR1", "minio": "USR2"}
 
 
+def _literal(text: str) -> str:
+    """Text as it stands in a hook's template: its braces doubled, so format() gives them back unchanged."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 def _pattern(words: list[str], node_one: str | None = None) -> str:
     """A `pkill -f` pattern matching these whole command-line words, quoted for the shell, as a hook's template
     (literal braces doubled). The first letter goes in brackets: the pattern then does not match itself, so the shell
     that runs a hook is never one of its targets; the end is anchored, so port 1000 is not port 10001. `node_one`: the
     text naming node 1 (kafka-1), which becomes node {node} (kafka-{node})."""
-    text = " ".join(re.escape(word) for word in words).replace("{", "{{").replace("}", "}}")
+    text = _literal(" ".join(re.escape(word) for word in words))
     if node_one is not None:
         text = text.replace(re.escape(node_one), re.escape(node_one.removesuffix("1")) + "{node}")
     return shlex.quote(f"[{text[0]}]{text[1:]}( |$)")
@@ -75,8 +80,7 @@ def local_hooks(stack: Stack, pid: int | None = None) -> dict[str, dict[str, obj
                                              for name in brokers):
             requests = restart_requests(stack.run_dir)
             requests.mkdir(parents=True, exist_ok=True)
-            asked = shlex.quote(str(requests / brokers[0].removesuffix("1"))).replace("{", "{{").replace("}", "}}")
-            asked += "{node}"
+            asked = _literal(shlex.quote(str(requests / brokers[0].removesuffix("1")))) + "{node}"
             hooks["broker"] = {
                 "signal": f"pkill --signal {{signal}} -f {_pattern(['kafka.Kafka', first], node_one=brokers[0])}",
                 **({"restart": f"touch {asked} && kill -s {RESTART_SIGNALS['kafka']} {pid}"} if pid is not None else {})}
