@@ -13,7 +13,7 @@ from .checks.exactly_once import check_duplicated, check_lost
 from .checks.judge import flaky_arms, judge_arm, judge_discrimination, judge_run, mutate_plan
 from .checks.lineage import check_lineage
 from .checks.logs import SIGNATURE_CHARS, check_logs, evidence_start, match_count
-from .checks.progress import STEADY_END_S, STEADY_PROGRESS_SHARE, check_progress
+from .checks.progress import STEADY_END_S, STEADY_IDLE_S, check_progress
 from .checks.recovery import (MOMENTARY_FAULTS, RecoveryTime, check_max_lag, check_recovery, disruptions,
                               healthy_sample, measure_recoveries, measure_recovery)
 from .checks.registry import CHECKS, register, registered, unregister
@@ -25,7 +25,7 @@ from .verdicts import INTERRUPTED, VERDICTS, worst
 __all__ = [
     "ArmData", "CHECKS", "CONTROL", "Check", "CheckDef", "ControlData", "DISCRIMINATION_STATUSES", "EXIT_MEANINGS",
     "INTERRUPTED", "MIN_STATE_SAMPLES", "MOMENTARY_FAULTS", "NOT_DISCRIMINATING", "RecoveryTime", "SECOND",
-    "SIGNATURE_CHARS", "STEADY_END_S", "STEADY_PROGRESS_SHARE", "SUBJECT", "Timeline", "Trend", "VERDICTS",
+    "SIGNATURE_CHARS", "STEADY_END_S", "STEADY_IDLE_S", "SUBJECT", "Timeline", "Trend", "VERDICTS",
     "check_duplicated", "check_environment", "check_exit_code", "check_lineage", "check_logs", "check_lost",
     "check_max_lag", "check_probe", "check_progress", "check_recovery", "check_refused", "check_state",
     "control_check", "control_signature", "discriminate", "discrimination_result", "disruptions", "evidence_start",

@@ -147,6 +147,27 @@ def test_progress_needs_a_steady_rate_before_the_faults_and_at_the_end_not_one_b
     assert check_progress(timeline(story(metrics=every_third_second))).verdict == "PASSED"
 
 
+def test_steady_progress_excuses_a_slow_batch_but_not_an_idle_job(story):
+    # A slow target: every batch takes 6 s and the next starts at once. Busy, not stuck.
+    def slow_batches(t):
+        return {**healthy(t), "batch_id": int(t) // 6, "batch_duration_ms": 6000 if int(t) % 6 == 0 else None}
+    assert check_progress(timeline(story(metrics=slow_batches))).verdict == "PASSED"
+
+    # The same rate from 0.5 s batches: the job sat idle 5.5 s between them.
+    def idle_between(t):
+        return {**slow_batches(t), "batch_duration_ms": 500 if int(t) % 6 == 0 else None}
+    check = check_progress(timeline(story(metrics=idle_between)))
+    assert check.verdict == "FAILED", check
+    assert "no batch completed or ran for 5.5s up to t=18.5s (> 5s)" in check.message
+    assert check.measured.endswith("; steady: idle 5.5s")
+
+    # Stuck at the end of recover: idle from the last batch to the end, less the longest batch seen there.
+    def stalls_at_the_end(t):
+        return {**healthy(t), "batch_id": min(int(t), 52)}
+    check = check_progress(timeline(story(metrics=stalls_at_the_end)))
+    assert check.verdict == "FAILED" and "during the end of recover" in check.message, check
+
+
 def test_progress_is_hang_when_nothing_advances_after_the_first_fault(story):
     def dead(t):
         return {**healthy(t), "batch_id": min(int(t), 24)}

@@ -416,14 +416,15 @@ def test_chaos_check_writes_the_discrimination_of_the_stored_runs(runs):
     b = discriminations(runs / RUN_B)
     assert {name: d["status"] for name, d in b.items()} == {
         "kafka-broker-disconnect": "not_discriminating", "slow-s3-put": "not_run",
-        "driver-latency": "discriminating", "process-crash": "not_run"}
+        "driver-latency": "not_discriminating", "process-crash": "not_run"}
     assert_checks(b["kafka-broker-disconnect"]["checks"], {
         "progress": "steady: +2, inject: +3, recover: +5", "recovery": "5.1s", "lost": "0", "duplicated": "0",
         "probe:processed_rate": "1/7 outside (14%)"}, "measured")
     assert {c["name"]: c["measured"] for c in b["driver-latency"]["checks"]}["recovery"] == "7.3s"
-    # Its control fails the steady-progress rule in the steady phase (one batch in 5 s: the naive list state is slow
-    # on two cores), before any fault: an outcome, but not the incident's. The experiment is waived in the suites.
-    assert failed_on(b["driver-latency"]) == ["progress"]
+    # Its control completed one batch in 5 s in the steady phase, but that batch took 4.6 s: the naive list state is
+    # slow on two cores, not stuck, so it passes the steady rule (busy, not idle). The experiment is waived in the
+    # suites.
+    assert failed_on(b["driver-latency"]) == []
 
 
 def _require(run_dir: Path, waive: str | None = None) -> None:
@@ -442,18 +443,17 @@ def test_a_stored_run_judged_as_a_nightly_fails_on_its_non_discriminating_experi
     results = json.loads((runs / RUN_B / "results.json").read_text())
     assert results["verdict"] == "FAILED"
     assert {e["name"]: e["verdict"] for e in results["experiments"]} == {
-        "kafka-broker-disconnect": "FAILED", "slow-s3-put": "PASSED", "driver-latency": "PASSED",
+        "kafka-broker-disconnect": "FAILED", "slow-s3-put": "PASSED", "driver-latency": "FAILED",
         "process-crash": "PASSED"}
     out = capsys.readouterr().out
     assert "NOT DISCRIMINATING  kafka-broker-disconnect: a job without the hardening passes every hardened target " \
            "(required by this suite: FAILED)" in out
-    assert "discrimination (the control judged by the hardened targets): 1 discriminating, 1 not discriminating, " \
-           "2 not run" in out
+    assert "discrimination (the control judged by the hardened targets): 2 not discriminating, 2 not run" in out
 
     _require(runs / RUN_B, waive="driver-latency")
     cli.check(runs / RUN_B)
     b = discriminations(runs / RUN_B)
-    assert (b["driver-latency"]["status"], b["driver-latency"]["verdict"]) == ("discriminating", "PASSED")
+    assert (b["driver-latency"]["status"], b["driver-latency"]["verdict"]) == ("waived", "PASSED")
     assert b["kafka-broker-disconnect"]["verdict"] == "FAILED"
 
 
