@@ -268,8 +268,9 @@ class FaultSchedule:
 
     def _run_triggered(self, fault, window_start: float, window_end: float, index: int) -> None:
         """A fault with `on:` (chaos/triggers.py): armed at its start, it fires on the job's events within its window
-        (`firings` times), the held request released after each; then it heals (at once for a kill: whatever is
-        still down is restarted; else `for` after the last firing, or at the window's end)."""
+        (`firings` times), the held request released after each; then it heals: at once where the fault does not
+        hold (a kill whose victim is restarted, a corruption), else `for` after the last firing or at the window's
+        end (a server killed with `restart: at_heal` stays lost that long)."""
         ctx = self.ctx
         trigger, what = ctx.spec.faults[index].on, f"{fault.fault.fault} on {fault.fault.target}"
         assert trigger is not None, "only a fault with `on:` runs triggered"
@@ -307,7 +308,7 @@ class FaultSchedule:
                         f"{'' if occurrence.batch is None else f' (batch {occurrence.batch})'}: {what} fired "
                         f"({firing} of {fault.firings})")
                 fault.after_fire()
-            if fault.fault.fault not in ("process.kill", "checkpoint.corrupt") and fired_at is not None:
+            if fault.held_after_firing and fired_at is not None:
                 end = window_end if trigger.hold_for is None else min(window_end, fired_at + trigger.hold_for)
                 sleep_until(end, fault.stop)
             fault.run_heal()

@@ -192,6 +192,12 @@ class BaseFault:
     def kills_sender(self) -> bool:
         return False
 
+    @property
+    def held_after_firing(self) -> bool:
+        """Whether a triggered firing stays in place until `for` runs out or the window ends (a toxic, a pause, a
+        server killed to stay lost), rather than healing at once (a kill whose victim comes back, a corruption)."""
+        return True
+
     def fire(self) -> None:
         self.run_inject()
 

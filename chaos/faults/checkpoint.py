@@ -78,6 +78,7 @@ class CorruptCheckpoint(BaseFault):
 
     WAIT_S = 90.0
     kills_sender = True  # on a trigger the job is killed at the event (a crash), not stopped
+    held_after_firing = False  # the job restarts on the damage at once: nothing stays in place to heal
 
     def fire(self) -> None:
         self._record("injecting")
