@@ -23,14 +23,28 @@ from typing import Callable
 
 WAIT_S = 120.0  # longer than another lane's start and steady phase take on this machine (30-60 s)
 POLL_S = 0.2
+# How much of an arm holds the turn, from the environment variable CHAOS_LANE_GATE: `steady` (the default: the job's
+# start, warm-up and steady phase), `start` (its start and warm-up only) or `off` (no turns). For measuring what the
+# turns cost and buy (docs/benchmarks.md, "Lanes"); a lane child inherits it.
+SPANS = ("steady", "start", "off")
+
+
+def span_from_env() -> str:
+    span = os.environ.get("CHAOS_LANE_GATE", "steady")
+    if span not in SPANS:
+        from .errors import USAGE, ChaosError
+        raise ChaosError(f"CHAOS_LANE_GATE={span!r} is not one of {', '.join(SPANS)}; unset it for the default "
+                         "(steady)", USAGE)
+    return span
 
 
 class LaneGate:
     """The turns of one run's lanes (a lock file in their shared run directory)."""
 
-    def __init__(self, directory: Path, wait_s: float = WAIT_S):
+    def __init__(self, directory: Path, wait_s: float = WAIT_S, span: str = "steady"):
         self.path = directory / "turn.lock"
         self.wait_s = wait_s
+        self.span = span
         directory.mkdir(parents=True, exist_ok=True)
 
     def start(self, say: Callable[[str], None]) -> "Turn":
@@ -49,15 +63,17 @@ class LaneGate:
                 time.sleep(POLL_S)
         waited = time.monotonic() - began
         if waited >= 1.0:
-            say(f"lane gate: waited {waited:.0f} s for another lane's start and steady phase")
-        return Turn(fd)
+            held = "start and steady phase" if self.span == "steady" else "start"
+            say(f"lane gate: waited {waited:.0f} s for another lane's {held}")
+        return Turn(fd, until_steady_ends=self.span == "steady")
 
 
 class Turn:
     """One arm's turn: held while its job starts and warms up and during its steady phase, then given back."""
 
-    def __init__(self, fd: int | None):
+    def __init__(self, fd: int | None, until_steady_ends: bool = True):
         self._fd = fd
+        self._until_steady_ends = until_steady_ends
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
 
@@ -66,7 +82,11 @@ class Turn:
         return self._fd is not None
 
     def steady(self, seconds: float) -> None:
-        """The job is warm and its steady phase begins: the turn is given back when `seconds` have passed."""
+        """The job is warm and its steady phase begins: the turn is given back when `seconds` have passed (at once
+        for a gate that spans the start only)."""
+        if not self._until_steady_ends:
+            self.release()
+            return
         with self._lock:
             if self._fd is None or self._timer is not None:
                 return

@@ -36,7 +36,7 @@ from .arm_steps import ends_early as ends_early, recovery_window_end as recovery
 from .faults import FaultContext, build
 from .faults.registry import FAULTS
 from .jobrun import ArmConfig
-from .lane_gate import LaneGate
+from .lane_gate import LaneGate, span_from_env
 from .spec import ExperimentSpec
 from .store import RunRecord, RunStore, now
 from .target.model import Target
@@ -258,7 +258,8 @@ def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backen
     planned = [entry for group in by_topology.values() for entry in group]
     # planned seconds of every arm still to run, for the progress lines' "time left"
     remaining = [seconds for _directory, spec in planned for seconds in planned_seconds(spec, arms)]
-    gate = LaneGate(run_dir / "stack" / "gate") if lane else None
+    span = span_from_env()
+    gate = LaneGate(run_dir / "stack" / "gate", span=span) if lane and span != "off" else None
     for topology, group in by_topology.items():
         if not group:
             continue

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from chaos.lane_gate import LaneGate
 
 
@@ -45,3 +47,26 @@ def test_release_gives_the_turn_back_before_the_steady_phase_ends(tmp_path):
     second = LaneGate(tmp_path, wait_s=2).start(print)
     assert second.held and time.monotonic() - began < 1
     second.release()
+
+
+def test_a_gate_spanning_the_start_only_gives_the_turn_back_as_the_steady_phase_begins(tmp_path):
+    first = LaneGate(tmp_path, span="start").start(print)
+    assert first.held
+    first.steady(60.0)  # the steady phase would hold a `steady` gate's turn for a minute
+    assert not first.held
+    assert LaneGate(tmp_path, wait_s=0.3).start(print).held
+
+
+def test_the_gate_span_comes_from_the_environment_and_a_bad_one_is_one_line(monkeypatch):
+    from chaos.errors import USAGE, ChaosError
+    from chaos.lane_gate import span_from_env
+    monkeypatch.delenv("CHAOS_LANE_GATE", raising=False)
+    assert span_from_env() == "steady"
+    monkeypatch.setenv("CHAOS_LANE_GATE", "off")
+    assert span_from_env() == "off"
+    monkeypatch.setenv("CHAOS_LANE_GATE", "sometimes")
+    with pytest.raises(ChaosError) as error:
+        span_from_env()
+    assert error.value.exit_code == USAGE
+    assert str(error.value) == "CHAOS_LANE_GATE='sometimes' is not one of steady, start, off; unset it for the " \
+                               "default (steady)"
