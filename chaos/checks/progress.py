@@ -81,20 +81,20 @@ STEADY_END_S = 10.0
 
 def _longest_idle(steady: list[tuple[float, float, float | None]]) -> tuple[float, float] | None:
     """The first idle stretch longer than STEADY_IDLE_S in (time, batch_id, batch_duration_ms) samples, as (when it
-    ended, its seconds), or None. The time after the last completed batch is idle beyond the longest batch seen in
-    the window, as one may be running then (a window in which none completed is idle throughout)."""
+    ended, its seconds), or None. The time after the last completed batch is idle beyond that batch's duration, as
+    the next may be running as long (a window in which none completed is idle throughout). The last batch, not the
+    longest: one slow batch early in the window must not excuse a stop at its end."""
     last_t, base = steady[0][0], steady[0][1]
-    longest = 0.0
+    ran = 0.0
     for t, batch, duration_ms in steady[1:]:
         if batch > base:
             ran = (duration_ms or 0.0) / 1000
-            longest = max(longest, ran)
             if t - last_t - ran > STEADY_IDLE_S:
                 return t, t - last_t - ran
             last_t, base = t, batch
     t_end = steady[-1][0]
-    if t_end - last_t - longest > STEADY_IDLE_S:
-        return t_end, t_end - last_t - longest
+    if t_end - last_t - ran > STEADY_IDLE_S:
+        return t_end, t_end - last_t - ran
     return None
 
 

@@ -161,10 +161,16 @@ def test_steady_progress_excuses_a_slow_batch_but_not_an_idle_job(story):
     assert "no batch completed or ran for 5.5s up to t=18.5s (> 5s)" in check.message
     assert check.measured.endswith("; steady: idle 5.5s")
 
-    # Stuck at the end of recover: idle from the last batch to the end, less the longest batch seen there.
+    # Stuck at the end of recover: idle from the last batch to the end, less that batch's duration.
     def stalls_at_the_end(t):
         return {**healthy(t), "batch_id": min(int(t), 52)}
     check = check_progress(timeline(story(metrics=stalls_at_the_end)))
+    assert check.verdict == "FAILED" and "during the end of recover" in check.message, check
+
+    # One slow batch early in that window does not excuse the stop after the last, quick one.
+    def one_slow_batch_then_stuck(t):
+        return {**stalls_at_the_end(t), "batch_duration_ms": 9000 if int(t) == 51 else 500}
+    check = check_progress(timeline(story(metrics=one_slow_batch_then_stuck)))
     assert check.verdict == "FAILED" and "during the end of recover" in check.message, check
 
 
