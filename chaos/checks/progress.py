@@ -87,7 +87,9 @@ def _longest_idle(steady: list[tuple[float, float, float | None]]) -> tuple[floa
     last_t, base = steady[0][0], steady[0][1]
     ran = 0.0
     for t, batch, duration_ms in steady[1:]:
-        if batch > base:
+        # a change either way is a completed batch: a job restarted on a rolled-back checkpoint (corrupted-sst's
+        # repair) reports ids below the last one it reported before the restart
+        if batch != base:
             ran = (duration_ms or 0.0) / 1000
             if t - last_t - ran > STEADY_IDLE_S:
                 return t, t - last_t - ran
