@@ -60,7 +60,7 @@ def check_progress(tl: Timeline) -> Check:
                   if start <= (t := time_of(s)) < end and (b := metric(s, "batch_id")) is not None]
         if len(steady) < 4:
             continue
-        idle = _longest_idle(steady)
+        idle = _first_idle_stretch(steady)
         if idle is not None:
             at, seconds = idle
             return Check("progress", "FAILED", expected, measured + f"; {name}: idle {seconds:.1f}s",
@@ -79,7 +79,7 @@ STEADY_IDLE_S = 5.0
 STEADY_END_S = 10.0
 
 
-def _longest_idle(steady: list[tuple[float, float, float | None]]) -> tuple[float, float] | None:
+def _first_idle_stretch(steady: list[tuple[float, float, float | None]]) -> tuple[float, float] | None:
     """The first idle stretch longer than STEADY_IDLE_S in (time, batch_id, batch_duration_ms) samples, as (when it
     ended, its seconds), or None. The time after the last completed batch is idle beyond that batch's duration, as
     the next may be running as long (a window in which none completed is idle throughout). The last batch, not the
