@@ -218,18 +218,61 @@ class FaultSchedule:
     def __init__(self, ctx: ArmContext):
         self.ctx = ctx
         self.threads: list[tuple[Any, threading.Thread]] = []  # (fault, its thread), in start order
+        # `schedule: compact`: seconds the windows so far ended before their planned ends (the job having recovered);
+        # every later window, and the phase marks after the inject phase's start, move up by it.
+        self.saved_s = 0.0
 
     def start(self, t0: float, faults: list, jitters: dict[int, float]) -> None:
         spec = self.ctx.spec
+        if spec.schedule == "compact":
+            thread = threading.Thread(target=self._run_in_turn, args=(t0, faults, jitters), name="faults",
+                                      daemon=True)
+            self.threads = [(fault, thread) for _index, fault in faults]
+            thread.start()
+            return
         for index, fault in faults:
-            planned = spec.faults[index]
-            start = self.ctx.phases.steady + planned.at + jitters[index]
-            run = self._run_triggered if planned.on is not None else self._run_fault
-            thread = threading.Thread(target=run, args=(fault, t0 + start, t0 + start + planned.duration),
-                                      kwargs={"index": index} if planned.on is not None else {},
+            start, end = self._window(t0, index, jitters)
+            run = self._run_triggered if spec.faults[index].on is not None else self._run_fault
+            thread = threading.Thread(target=run, args=(fault, start, end),
+                                      kwargs={"index": index} if spec.faults[index].on is not None else {},
                                       name=f"fault-{index}", daemon=True)
             self.threads.append((fault, thread))
             thread.start()
+
+    def _window(self, t0: float, index: int, jitters: dict[int, float]) -> tuple[float, float]:
+        """(start, end) of a fault's window in monotonic time, moved up by the time saved so far."""
+        planned = self.ctx.spec.faults[index]
+        start = t0 + self.ctx.phases.steady + planned.at + jitters[index] - self.saved_s
+        return start, start + planned.duration
+
+    def _run_in_turn(self, t0: float, faults: list, jitters: dict[int, float]) -> None:
+        """`schedule: compact`: the faults one after another, each window an upper bound. A triggered fault that has
+        fired its count before its window ends lets the next window open once the job has recovered from it (or at
+        its planned time, whichever comes first); after the last, the inject phase ends at once. The windows keep
+        their lengths: a fault given 40 s for its events still has them."""
+        ctx = self.ctx
+        for position, (index, fault) in enumerate(faults):
+            if fault.stop.is_set():
+                return
+            start, end = self._window(t0, index, jitters)
+            if ctx.spec.faults[index].on is not None:
+                self._run_triggered(fault, start, end, index=index)
+            else:
+                self._run_fault(fault, start, end)
+            last = position == len(faults) - 1
+            if fault.stop.is_set() or time.monotonic() >= end:
+                continue
+            if not last:
+                since = max(fault.healed_at or 0.0, ctx.last_start or 0.0)
+                while time.monotonic() < end and not fault.stop.is_set() and not recovered_since(ctx, since):
+                    time.sleep(0.5)
+            saved = end - time.monotonic()
+            if saved > 0 and not fault.stop.is_set():
+                self.saved_s += saved
+                ctx.history.schedule(index, saved_s=round(saved, 1), total_saved_s=round(self.saved_s, 1))
+                ctx.say(f"{fault.fault.fault} on {fault.fault.target} done {saved:.0f} s before its window's end"
+                        + ("" if last else " and the job recovered") + ": "
+                        + ("the inject phase ends now" if last else "the next window opens now"))
 
     def any_alive(self) -> bool:
         return any(thread.is_alive() for _fault, thread in self.threads)
@@ -316,6 +359,20 @@ class FaultSchedule:
             self._failed(fault, exc)
 
 
+def recovered_since(ctx: ArmContext, since: float) -> bool:
+    """After `since` (monotonic), the arm's recovery target's healthy samples in a row plus a margin of two, the
+    latest samples (so the checkers, judging the same history, see them too)."""
+    target = ctx.spec.arm(ctx.profile).targets.recovery or DEFAULT_RECOVERY
+    if ctx.sampler is None:
+        return False
+    after = [sample for at, sample in list(ctx.sampler.recent) if at > since]
+    need = target.healthy_samples + 2
+    if len(after) < need + 1:
+        return False
+    window = after[-(need + 1):]
+    return all(healthy_sample(sample, previous, target.lag_below) for previous, sample in zip(window, window[1:]))
+
+
 # -- the phase clock ---------------------------------------------------------------------------------------------
 class PhaseClock:
     """Phase boundaries into the history at their times, while the faults run; progress lines now and then. Ends
@@ -339,8 +396,10 @@ class PhaseClock:
             marks += [(start, 0, name, "start"), (end, 1, name, "end")]
         self.t0, self.phase = t0, ("steady", 0.0, phases.steady)
         self.last_progress = time.monotonic()
+        inject_start = phases.steady
         for at, _order, name, boundary in sorted(marks):
-            outcome = self._watch_until(t0 + at)
+            # Marks after the inject phase's start move up by the time a compact schedule saved (0 otherwise).
+            outcome = self._watch_until(self._mark_time(t0 + at, moved=at > inject_start))
             if outcome is None and (name, boundary) == ("recover", "end"):
                 outcome = self._watch_past_late_heal()
             if outcome == "reproduced":
@@ -352,9 +411,13 @@ class PhaseClock:
             if outcome == "recovered":
                 self.recovered_early = True
                 break  # that was the recover phase's end, recorded above
-            if boundary == "start":
-                self.phase = next((n, a, b) for n, a, b in phases.windows() if n == name)
+            if boundary == "start":  # where the phase runs now (moved up by a compact schedule's savings)
+                moved = self.faults.saved_s if at > inject_start else 0.0
+                self.phase = next((n, a - moved, b - moved) for n, a, b in phases.windows() if n == name)
         self.faults.join()
+
+    def _mark_time(self, planned: float, moved: bool) -> Callable[[], float]:
+        return lambda: planned - (self.faults.saved_s if moved else 0.0)
 
     def _watch_past_late_heal(self) -> str | None:
         """At the recover phase's planned end: if a fault is still healing, or healed too late for the recovery
@@ -375,12 +438,14 @@ class PhaseClock:
                 f"{recovery.within:g} s recovery bound after it has passed")
         return self._watch_until(end)
 
-    def _watch_until(self, deadline: float) -> str | None:
-        """Wait for the next phase mark, saying how the arm is doing now and then. Ends the wait early with
-        "reproduced" (a control whose job died showing its incident: the arm stops) or "recovered" (in the recover
-        phase, every fault healed and the arm's recovery target visibly met: the phase has shown what it is for)."""
-        while time.monotonic() < deadline:
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    def _watch_until(self, deadline: float | Callable[[], float]) -> str | None:
+        """Wait for the next phase mark (a time, or a function giving it: a compact schedule moves marks up while
+        they are waited for), saying how the arm is doing now and then. Ends the wait early with "reproduced" (a
+        control whose job died showing its incident: the arm stops) or "recovered" (in the recover phase, every
+        fault healed and the arm's recovery target visibly met: the phase has shown what it is for)."""
+        due = deadline if callable(deadline) else (lambda: deadline)
+        while time.monotonic() < due():
+            time.sleep(min(1.0, max(0.0, due() - time.monotonic())))
             now = time.monotonic()
             if now - self.last_progress >= PROGRESS_EVERY_S:
                 self.last_progress = now
@@ -398,7 +463,7 @@ class PhaseClock:
                     self.ctx.say(f"recovered: watching {watch:.0f} s more before the recover phase ends "
                                  "(still_healthy judges those samples)")
                 if self.recovered_at is None or now - self.recovered_at >= watch:
-                    self.ctx.say(f"recovered: the recover phase ends {deadline - now:.0f} s before its bound")
+                    self.ctx.say(f"recovered: the recover phase ends {due() - now:.0f} s before its bound")
                     return "recovered"
         return None
 
@@ -411,26 +476,17 @@ class PhaseClock:
         return float(samples) + 1.0 if isinstance(samples, (int, float)) else 0.0
 
     def _recovered(self) -> bool:
-        """Every fault healed, and after the last heal the recovery target's healthy samples in a row plus a margin
-        of two (so the checkers, judging the same history, see them too)."""
+        """Every fault healed, and after the last heal (or driver start) the job recovered (recovered_since)."""
         ctx = self.ctx
         targets = ctx.spec.arm(ctx.profile).targets
-        target = targets.recovery or DEFAULT_RECOVERY
         judged_in_recover = ((targets.state is not None and "recover" in targets.state.during)
                              or any("recover" in probe.phases for probe in targets.probes))
         if judged_in_recover or self.faults.any_alive():
             return False
         healed_at = self.faults.healed_at()
-        if healed_at is not None:
-            healed_at = max(healed_at, ctx.last_start if ctx.last_start is not None else healed_at)
-        if healed_at is None or ctx.sampler is None:
+        if healed_at is None:
             return False
-        after = [sample for at, sample in list(ctx.sampler.recent) if at > healed_at]
-        need = target.healthy_samples + 2
-        if len(after) < need + 1:
-            return False
-        window = after[-(need + 1):]
-        return all(healthy_sample(sample, previous, target.lag_below) for previous, sample in zip(window, window[1:]))
+        return recovered_since(ctx, max(healed_at, ctx.last_start if ctx.last_start is not None else healed_at))
 
     def _reproduced(self) -> bool:
         ctx = self.ctx

@@ -12,6 +12,8 @@ checkers are pure functions over these records, so any stored run can be re-judg
     trigger a lifecycle trigger fired (chaos/triggers.py): fault (its index in the spec), name, target, firing (1-based)
             of firings, the event and what was drawn, the S3 key and batch it landed on, how the held request was
             released, and where the checkpoint stood (last_commit, in_flight)
+    schedule a compact schedule moved the windows up: fault (the index of the one done early), saved_s (before its
+            window's end), total_saved_s (so far; every later window and phase mark moved up by it)
     error   the environment failed (a toxiproxy call, a broker that did not start): never a job failure
     skipped the arm was not run, and why (a fault that cannot act on the target: docs/targets.md): verdict SKIPPED
 """
@@ -39,7 +41,7 @@ SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "s
 # numRowsDroppedByWatermark, summed over every batch the job reported): why events can be lost with no fault in the
 # job itself. Both recorded, not probe metrics.
 SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "late_rows", "alive")
-RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "error", "watch", "skipped")
+RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "schedule", "error", "watch", "skipped")
 
 Record = Mapping[str, object]
 
@@ -103,6 +105,9 @@ class HistoryWriter:
     def trigger(self, fault: int, name: str, target: str, firing: int, of: int, **fields: object) -> dict[str, object]:
         return self._append("trigger", {"fault": fault, "name": name, "target": target, "firing": firing, "of": of,
                                         **fields})
+
+    def schedule(self, fault: int, **fields: object) -> dict[str, object]:
+        return self._append("schedule", {"fault": fault, **fields})
 
     def error(self, message: str, **fields: object) -> dict[str, object]:
         return self._append("error", {"message": message, **fields})

@@ -173,6 +173,7 @@ def spec_schema() -> dict:
         "cannot_discriminate": _text(),
         "claims": {"type": "array", "items": {"enum": list(_switches())}, "uniqueItems": True},
         "topology": {"enum": list(TOPOLOGIES), "default": "single"},
+        "schedule": {"enum": list(spec.SCHEDULES), "default": "fixed"},
     }
     missing = set(spec.TOP_FIELDS) ^ set(properties)
     assert not missing, f"the schema and chaos.spec's top-level fields differ: {sorted(missing)}"

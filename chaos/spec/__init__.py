@@ -23,7 +23,7 @@ from ..history import PHASES, SAMPLE_METRICS
 from ..triggers import Trigger
 
 from .model import (ARM_PROFILES, Arm, CONTROL_PROFILES, EXPECTS, ExperimentSpec, Fault, Incident, Job, Logs,
-                    OPTION_MAPS, Phases, Probe, Recovery, SHAPES, StateTarget, Suite, SuiteEntry, TRENDS, Targets,
+                    OPTION_MAPS, Phases, Probe, Recovery, SCHEDULES, SHAPES, StateTarget, Suite, SuiteEntry, TRENDS, Targets,
                     Workload)
 from .fields import (DURATION_HELP, DURATION_RE, DURATION_UNITS, DuplicateKey, EPSILON, GLOB_RE, INCIDENT_FILE_RE,
                      Invalid, LIMITS, MAX_DURATION_S, MAX_INT, MAX_ITEMS, MAX_NAME, MAX_NUMBER, MAX_PAYLOAD_BYTES,
@@ -45,7 +45,7 @@ __all__ = ["ARM_PROFILES", "ARM_SETTINGS", "Arm", "CONTROL_PROFILES", "DURATION_
            "Job", "LIMITS", "Logs", "MAX_DURATION_S", "MAX_INT", "MAX_ITEMS", "MAX_NAME", "MAX_NUMBER",
            "MAX_PAYLOAD_BYTES", "MAX_SCALE", "NAME_HELP", "NAME_RE", "OPTION_MAPS", "PHASES", "PROBE_FIELDS",
            "PROBE_METRICS", "Param", "Path_", "Phases", "Probe", "REPLACE_MARK", "Recovery", "SAMPLE_METRICS",
-           "SHAPES", "SHAPE_PARAMS", "STATE_IMPLS", "SUITE_FIELDS", "Settings", "SpecError", "StateTarget", "Suite",
+           "SCHEDULES", "SHAPES", "SHAPE_PARAMS", "STATE_IMPLS", "SUITE_FIELDS", "Settings", "SpecError", "StateTarget", "Suite",
            "SuiteEntry", "TARGET_FIELDS", "TARGET_PARAMS", "TargetParams", "TOP_FIELDS", "TOP_REQUIRED", "TRENDS",
            "Targets", "Trigger", "WORKLOAD_FIELDS", "Workload", "boolean", "bounds_text", "check_incident",
            "check_scale", "choice",

@@ -24,14 +24,14 @@ from .fields import (EPSILON, GLOB_RE, MAX_INT, MAX_ITEMS, MAX_NUMBER, MAX_PAYLO
                      NAME_RE, INCIDENT_FILE_RE, Invalid, Path_, boolean, bounds_text, choice, duration_field,
                      fmt_seconds, integer, is_int, is_number, limit_of, mapping_of, nonempty_text, number, regex_field,
                      required_key, show)
-from .model import (ARM_PROFILES, CONTROL_PROFILES, EXPECTS, SHAPES, TRENDS, Arm, ExperimentSpec, Fault, Incident,
+from .model import (ARM_PROFILES, CONTROL_PROFILES, EXPECTS, SCHEDULES, SHAPES, TRENDS, Arm, ExperimentSpec, Fault, Incident,
                     Job, Logs, Phases, Probe, Recovery, StateTarget, Targets, Workload)
 from .targets import TARGET_PARAMS
 
 # -- sections ------------------------------------------------------------------------------------------------
 
 TOP_FIELDS = ("name", "description", "incident", "seed", "workload", "job", "phases", "faults", "probes", "arms", "warm_up",
-        "cannot_discriminate", "claims", "topology")
+        "cannot_discriminate", "claims", "topology", "schedule")
 TOP_REQUIRED = ("name", "description", "incident", "seed", "workload", "phases", "faults", "arms")
 SHAPE_PARAMS = {"zipf": ("zipf_s",), "hot_key": ("hot_key_share",),
                  "rotating": ("rotation_live_actors", "rotation_gap")}
@@ -460,6 +460,9 @@ def parse_experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
     arms = tuple(_with_rate(_arm(profile, raw_arms[profile], ("arms", profile), probes, phases, faults), rate)
                  for profile in ARM_PROFILES if profile in raw_arms)
     _check_overlaps(faults, arms)
+    schedule = choice(top.get("schedule", "fixed"), ("schedule",), SCHEDULES)
+    if schedule == "compact":
+        _check_one_after_another(faults, arms)
     return ExperimentSpec(
         source=source, scale=scale, name=name,
         description=nonempty_text(top["description"], ("description",)),
@@ -473,7 +476,26 @@ def parse_experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
                              if "cannot_discriminate" in top else None),
         claims=_claims(top.get("claims", [])),
         topology=topology,
+        schedule=schedule,
     )
+
+
+def _check_one_after_another(faults: tuple[Fault, ...], arms: tuple[Arm, ...]) -> None:
+    """`schedule: compact` moves each window up to the end of the one before: that needs each arm's windows in
+    order, none starting before the previous has ended, and no workload-shaping fault (its data is planned ahead
+    at fixed times)."""
+    for i, fault in enumerate(faults):
+        if fault.fault.startswith("data."):
+            raise Invalid(("faults", str(i), "fault"), f"{fault.fault} shapes the workload, which is planned at fixed "
+                          "times, and the schedule is compact", "schedule: fixed, or no data.* fault")
+    for arm in arms:
+        indices = list(arm.faults if arm.faults is not None else range(len(faults)))
+        for before, after in zip(indices, indices[1:]):
+            if faults[after].at < faults[before].latest_end:
+                raise Invalid(("faults", str(after), "at"), f"starts at {fmt_seconds(faults[after].at)}, before "
+                              f"faults.{before} can have ended ({fmt_seconds(faults[before].latest_end)}), and the "
+                              f"schedule is compact (arm {arm.profile})", "windows one after another, in order; "
+                              "or schedule: fixed")
 
 
 def _check_topology(faults: tuple[Fault, ...], topology: str) -> None:

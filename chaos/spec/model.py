@@ -18,6 +18,7 @@ ARM_PROFILES = ("hardened", "naive")
 CONTROL_PROFILES = ("naive",)  # arms that run the incident's job: controls, judged on reproducing the incident
 EXPECTS = ("incident", "survives")  # what a control arm is expected to show
 TRENDS = ("plateau", "growth")
+SCHEDULES = ("fixed", "compact")  # how fault windows follow each other (ExperimentSpec.schedule)
 # Arm settings that are maps of options, merged over the profile's own (a None value removes one of its keys).
 OPTION_MAPS = ("kafka_options", "s3a_options", "spark_options")
 
@@ -202,6 +203,10 @@ class ExperimentSpec:
     # The stack it runs on (infra.components.TOPOLOGIES): `single` (one broker, one Spark worker) or `cluster`
     # (three KRaft brokers, replication factor 3 and min.insync.replicas 2; two Spark workers).
     topology: str = "single"
+    # How the fault windows follow each other (SCHEDULES): `fixed`, each at its own time; `compact`, each window an
+    # upper bound: once a triggered fault has fired its count and the job has recovered, the next window opens
+    # (and the phases after the inject phase move up by the time saved). Faults one after another only.
+    schedule: str = "fixed"
 
     def arm(self, profile: str) -> Arm:
         for arm in self.arms:
@@ -325,7 +330,7 @@ def _arm_from_plain(d: Mapping) -> Arm:
 
 def _spec_from_plain(d: Mapping) -> ExperimentSpec:
     d = _known(d, ExperimentSpec, optional=("warm_up", "cannot_discriminate", "require_discrimination", "claims",
-                                            "topology"))
+                                            "topology", "schedule"))
     faults = [_known(f, Fault, optional=("on",)) for f in d["faults"]]
     return ExperimentSpec(
         source=d["source"], scale=d["scale"], name=d["name"], description=d["description"],
@@ -345,6 +350,7 @@ def _spec_from_plain(d: Mapping) -> ExperimentSpec:
         require_discrimination=d.get("require_discrimination", False),
         claims=tuple(d.get("claims", ())),
         topology=d.get("topology", "single"),
+        schedule=d.get("schedule", "fixed"),
     )
 
 

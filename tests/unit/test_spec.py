@@ -136,7 +136,7 @@ def _append_fault(fault):
 CORPUS = [
     ("unknown field", _set("colour", "red"),
      "colour: unknown field; allowed: name, description, incident, seed, workload, job, phases, faults, probes, arms, "
-     "warm_up, cannot_discriminate, claims, topology"),
+     "warm_up, cannot_discriminate, claims, topology, schedule"),
     ("missing field", lambda d: d.pop("seed"), "seed: missing; allowed: seed is required here"),
     ("unknown topology", _set("topology", "mesh"), "topology: 'mesh' is not valid; allowed: single | cluster"),
     ("one broker of a cluster on a single stack", _set("faults", 0, "target", "kafka-2"), "faults.0.target: kafka-2 names one broker of a cluster, and this experiment runs on a single stack; "
@@ -264,9 +264,9 @@ RAW_CORPUS = [
                                       "a YAML mapping"),
     ("not a mapping", "- a\n- b\n", "(document): must be a mapping, got ['a', 'b']; allowed: a mapping of name, "
                                     "description, incident, seed, workload, job, phases, faults, probes, arms, warm_up, "
-                                    "cannot_discriminate, claims, topology"),
+                                    "cannot_discriminate, claims, topology, schedule"),
     ("empty file", "", "(document): must be a mapping, got None; allowed: a mapping of name, description, incident, "
-                       "seed, workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims, topology"),
+                       "seed, workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims, topology, schedule"),
 ]
 
 
@@ -299,7 +299,7 @@ def _suite(tmp_path: Path, entries: list, **top) -> Path:
 SUITE_CORPUS = [
     ("an override of an unknown field", [{"path": "exp.yaml", "overrides": {"colour": 1}}],
      "{suite}: experiments.0.overrides.colour: unknown field; allowed: name, description, incident, seed, "
-     "workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims, topology"),
+     "workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims, topology, schedule"),
     ("an invalid override value", [{"path": "exp.yaml", "overrides": {"workload": {"rate": -1}}}],
      "{suite}: experiments.0.overrides.workload.rate: -1 is not valid; allowed: a number > 0 and <= 100000"),
     ("an override that replaces a list", [{"path": "exp.yaml", "overrides": {"faults": [{"fault": "nope"}]}}],
@@ -711,3 +711,25 @@ def test_a_triggered_kill_may_keep_its_server_lost_until_the_heal(tmp_path):
                           "params": {"broker": "leader", "restart": "at_heal"}, "on": {"event": "offsets_written"}})
     spec = load_experiment(write(tmp_path, doc))
     assert spec.faults[1].params["restart"] == "at_heal" and spec.faults[1].on is not None
+
+
+def test_a_compact_schedule_needs_its_faults_one_after_another_and_no_workload_shaping(tmp_path):
+    doc = _with_s3_latency("6s", "3s")
+    doc["schedule"] = "compact"
+    spec = load_experiment(write(tmp_path, doc))
+    assert spec.schedule == "compact" and load_experiment(write(tmp_path, base())).schedule == "fixed"
+    assert ExperimentSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    doc["faults"][1]["at"] = "4s"  # the first window runs 0-5 s
+    with pytest.raises(SpecError, match=r"faults.1.at: starts at 4s, before faults.0 can have ended \(5s\), and "
+                                        r"the schedule is compact \(arm hardened\)"):
+        load_experiment(write(tmp_path, doc))
+    doc["arms"]["naive"]["faults"] = doc["arms"]["hardened"]["faults"] = [1]  # one fault per arm: nothing to order
+    assert load_experiment(write(tmp_path, doc)).schedule == "compact"
+    doc = base()
+    doc["schedule"] = "compact"
+    doc["faults"] = [{"fault": "data.hot_key", "target": "workload", "at": "0s", "duration": "5s"}]
+    with pytest.raises(SpecError, match="faults.0.fault: data.hot_key shapes the workload"):
+        load_experiment(write(tmp_path, doc))
+    doc["schedule"] = "sometimes"
+    with pytest.raises(SpecError, match="schedule: 'sometimes' is not valid; allowed: fixed | compact"):
+        load_experiment(write(tmp_path, doc))

@@ -3,6 +3,7 @@ the phases in order without a stack."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from types import SimpleNamespace
 
@@ -94,3 +95,83 @@ def test_a_job_is_warm_once_a_batch_after_its_first_is_fast():
     assert not is_warm([batch(7691), batch(None)], 2000)
     assert is_warm([batch(7691), batch(3069), batch(4707), batch(640)], 2000)
     assert is_warm([batch(7691), batch(2000)], 2000)
+
+
+class _Fault:
+    """A fault as the schedule sees it: fires at once when run triggered (the test's stand-in for its events)."""
+
+    def __init__(self, name: str):
+        self.fault = SimpleNamespace(fault="process.kill", target=name)
+        self.stop = threading.Event()
+        self.healed_at: float | None = None
+        self.window: tuple[float, float] | None = None
+
+
+def _compact_schedule(recovered: threading.Event, windows: list[tuple[float, float]]):
+    """Three triggered faults planned at 0-1 s, 1-2 s and 2-3 s of the inject phase (steady 0.2 s), under a
+    compact schedule; each fires as its window opens; `recovered` says whether the job's samples show recovery."""
+    from chaos import arm_steps
+
+    records: list[dict] = []
+    spec = SimpleNamespace(schedule="compact", faults=[SimpleNamespace(at=float(i), duration=1.0, on=object())
+                                                       for i in range(3)])
+    ctx = SimpleNamespace(spec=spec, phases=SimpleNamespace(steady=0.2), last_start=None, say=lambda message: None,
+                          history=SimpleNamespace(schedule=lambda fault, **fields: records.append(fields)))
+    schedule = FaultSchedule(ctx)  # type: ignore[arg-type]
+
+    def run_triggered(fault, start, end, index):
+        arm_steps.sleep_until(start)
+        fault.window = (start, end)
+        windows.append((start, end))
+        fault.healed_at = time.monotonic()
+
+    schedule._run_triggered = run_triggered  # type: ignore[method-assign]
+    original = arm_steps.recovered_since
+    arm_steps.recovered_since = lambda ctx, since: recovered.is_set()  # type: ignore[assignment]
+    return schedule, records, lambda: setattr(arm_steps, "recovered_since", original)
+
+
+def test_a_compact_schedule_opens_the_next_window_once_the_job_has_recovered():
+    for recovered_at_once in (True, False):
+        recovered, windows = threading.Event(), []
+        if recovered_at_once:
+            recovered.set()
+        schedule, records, restore = _compact_schedule(recovered, windows)
+        try:
+            t0 = time.monotonic()
+            schedule.start(t0, [(i, _Fault(f"f{i}")) for i in range(3)], {0: 0.0, 1: 0.0, 2: 0.0})
+            schedule.join(timeout=10)
+        finally:
+            restore()
+        starts = [round(start - t0, 1) for start, _end in windows]
+        lengths = [round(end - start, 1) for start, end in windows]
+        assert lengths == [1.0, 1.0, 1.0]  # a window moved up keeps its length
+        if recovered_at_once:
+            # each fault fired as its window opened: the next opened at once, and the inject phase ends after the
+            # last (all three windows' time saved)
+            assert starts == [0.2, 0.2, 0.2] and round(schedule.saved_s, 1) == 3.0, (starts, schedule.saved_s)
+            assert [r["total_saved_s"] for r in records] == [1.0, 2.0, 3.0]
+        else:
+            # no recovery seen: every window at its planned time; only the last one's rest is saved
+            assert starts == [0.2, 1.2, 2.2] and round(schedule.saved_s, 1) == 1.0, (starts, schedule.saved_s)
+
+
+def test_the_phase_marks_after_the_inject_start_move_up_by_what_the_schedule_saved():
+    marks: list[tuple[str, str, float]] = []
+    targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=())
+    ctx = SimpleNamespace(
+        phases=_Phases(), profile="hardened", say=lambda message: None, sampler=None, last_start=None,
+        spec=SimpleNamespace(arm=lambda profile: SimpleNamespace(role="subject", targets=targets)),
+        history=SimpleNamespace(phase=lambda name, boundary: marks.append((name, boundary, time.monotonic()))),
+        logs=SimpleNamespace(mark=lambda: None))
+    schedule = FaultSchedule(ctx)  # type: ignore[arg-type]
+    schedule.saved_s = 0.15  # as if the faults were done 0.15 s before the inject phase's planned end
+    clock = PhaseClock(ctx, schedule)  # type: ignore[arg-type]
+    started = time.monotonic()
+    clock.run(started)
+    at = {(name, boundary): round(t - started, 2) for name, boundary, t in marks}
+    assert 0.2 <= at[("inject", "start")] < 0.3  # not moved
+    assert 0.25 <= at[("inject", "end")] < 0.33 and 0.45 <= at[("recover", "end")] < 0.55, at
+    # the recover phase is known to run where it was moved (its early end counts from its real start)
+    name, start, end = clock.phase
+    assert name == "recover" and round(start, 2) == 0.25 and round(end, 2) == 0.45
