@@ -250,29 +250,35 @@ class FaultSchedule:
         fired its count before its window ends lets the next window open once the job has recovered from it (or at
         its planned time, whichever comes first); after the last, the inject phase ends at once. The windows keep
         their lengths: a fault given 40 s for its events still has them."""
-        ctx = self.ctx
         for position, (index, fault) in enumerate(faults):
             if fault.stop.is_set():
                 return
-            start, end = self._window(t0, index, jitters)
-            if ctx.spec.faults[index].on is not None:
-                self._run_triggered(fault, start, end, index=index)
-            else:
-                self._run_fault(fault, start, end)
-            last = position == len(faults) - 1
-            if fault.stop.is_set() or time.monotonic() >= end:
-                continue
-            if not last:
-                since = max(fault.healed_at or 0.0, ctx.last_start or 0.0)
-                while time.monotonic() < end and not fault.stop.is_set() and not recovered_since(ctx, since):
-                    time.sleep(0.5)
-            saved = end - time.monotonic()
-            if saved > 0 and not fault.stop.is_set():
-                self.saved_s += saved
-                ctx.history.schedule(index, saved_s=round(saved, 1), total_saved_s=round(self.saved_s, 1))
-                ctx.say(f"{fault.fault.fault} on {fault.fault.target} done {saved:.0f} s before its window's end"
-                        + ("" if last else " and the job recovered") + ": "
-                        + ("the inject phase ends now" if last else "the next window opens now"))
+            try:
+                self._run_one_in_turn(t0, index, fault, jitters, last=position == len(faults) - 1)
+            except Exception as exc:  # a harness bug: recorded (UNKNOWN), not lost with the thread
+                self._failed(fault, exc)
+                return
+
+    def _run_one_in_turn(self, t0: float, index: int, fault, jitters: dict[int, float], last: bool) -> None:
+        ctx = self.ctx
+        start, end = self._window(t0, index, jitters)
+        if ctx.spec.faults[index].on is not None:
+            self._run_triggered(fault, start, end, index=index)
+        else:
+            self._run_fault(fault, start, end)
+        if fault.stop.is_set() or time.monotonic() >= end:
+            return
+        if not last:
+            since = max(fault.healed_at or 0.0, ctx.last_start or 0.0)
+            while time.monotonic() < end and not fault.stop.is_set() and not recovered_since(ctx, since):
+                time.sleep(0.5)
+        saved = end - time.monotonic()
+        if saved > 0 and not fault.stop.is_set():
+            self.saved_s += saved
+            ctx.history.schedule(index, saved_s=round(saved, 1), total_saved_s=round(self.saved_s, 1))
+            ctx.say(f"{fault.fault.fault} on {fault.fault.target} done {saved:.0f} s before its window's end"
+                    + ("" if last else " and the job recovered") + ": "
+                    + ("the inject phase ends now" if last else "the next window opens now"))
 
     def any_alive(self) -> bool:
         return any(thread.is_alive() for _fault, thread in self.threads)
