@@ -246,10 +246,11 @@ class FaultSchedule:
         return start, start + planned.duration
 
     def _run_in_turn(self, t0: float, faults: list, jitters: dict[int, float]) -> None:
-        """`schedule: compact`: the faults one after another, each window an upper bound. A triggered fault that has
-        fired its count before its window ends lets the next window open once the job has recovered from it (or at
-        its planned time, whichever comes first); after the last, the inject phase ends at once. The windows keep
-        their lengths: a fault given 40 s for its events still has them."""
+        """`schedule: compact`: the faults one after another, each window an upper bound. A fault done before its
+        window ends (a triggered one that has fired its count; a timed one that is `spent`, e.g. a second deployment
+        refused) lets the next window open once the job has recovered from it (or at its planned time, whichever
+        comes first); after the last, the inject phase ends at once. The windows keep their lengths: a fault given
+        40 s for its events still has them."""
         for position, (index, fault) in enumerate(faults):
             if fault.stop.is_set():
                 return
@@ -300,7 +301,11 @@ class FaultSchedule:
             if sleep_until(inject_at, fault.stop):
                 return
             fault.run_inject()
-            sleep_until(heal_at, fault.stop)
+            if self.ctx.spec.schedule == "compact":  # the window ends early once the fault has nothing in place
+                while time.monotonic() < heal_at and not fault.spent and not fault.stop.is_set():
+                    sleep_until(min(heal_at, time.monotonic() + 0.5), fault.stop)
+            else:
+                sleep_until(heal_at, fault.stop)
             fault.run_heal()
         except Exception as exc:
             self._failed(fault, exc)

@@ -193,6 +193,12 @@ class BaseFault:
         return False
 
     @property
+    def spent(self) -> bool:
+        """Whether the fault, injected, has nothing left in place before its heal (a second deployment that was
+        refused and exited): under a compact schedule its window ends then (chaos/arm_steps.py)."""
+        return False
+
+    @property
     def held_after_firing(self) -> bool:
         """Whether a triggered firing stays in place until `for` runs out or the window ends (a toxic, a pause, a
         server killed to stay lost), rather than healing at once (a kill whose victim comes back, a corruption)."""

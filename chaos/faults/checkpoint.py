@@ -44,6 +44,11 @@ class SecondDeployment(BaseFault):
         else:
             self.ctx.history.job("exited", "second-deployment", code=code)
 
+    @property
+    def spent(self) -> bool:
+        second = getattr(self, "second", None)
+        return second is not None and not second.alive()  # refused (or failed) and gone
+
     def heal(self) -> None:
         second = getattr(self, "second", None)
         if second is not None and second.alive():

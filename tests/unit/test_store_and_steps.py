@@ -175,3 +175,21 @@ def test_the_phase_marks_after_the_inject_start_move_up_by_what_the_schedule_sav
     # the recover phase is known to run where it was moved (its early end counts from its real start)
     name, start, end = clock.phase
     assert name == "recover" and round(start, 2) == 0.25 and round(end, 2) == 0.45
+
+
+def _timed_fault_run(schedule_kind: str) -> tuple[list[str], float]:
+    calls: list[str] = []
+    fault = SimpleNamespace(stop=threading.Event(), spent=False, run_inject=lambda: calls.append("inject"),
+                            run_heal=lambda: calls.append("heal"))
+    schedule = FaultSchedule(SimpleNamespace(spec=SimpleNamespace(schedule=schedule_kind)))  # type: ignore[arg-type]
+    threading.Timer(0.3, lambda: setattr(fault, "spent", True)).start()
+    started = time.monotonic()
+    schedule._run_fault(fault, started, started + 1.5)
+    return calls, time.monotonic() - started
+
+
+def test_under_a_compact_schedule_a_timed_fault_that_is_spent_heals_before_its_window_ends():
+    """A second deployment refused and gone has nothing in place: its window ends then, not at its planned end."""
+    for schedule_kind, expect_s in (("compact", 0.3), ("fixed", 1.5)):
+        calls, took = _timed_fault_run(schedule_kind)
+        assert calls == ["inject", "heal"] and expect_s <= took < expect_s + 0.8, (schedule_kind, took)
