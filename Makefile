@@ -28,10 +28,11 @@ setup-containers: setup
 	infra/engine.sh --install
 	$(BIN)/python -m infra.images build
 
-# The nightly runs on two lanes: 42 min with the cluster experiments (docs/benchmarks.md, "The cluster topology"),
-# where one lane would take ~70; the cluster's experiments share one lane (chaos/lanes.py).
+# The nightly runs on one lane: on two (42-56 min) its verdicts did not hold on 2026-11-26 (7 of 33 arms failed
+# or were UNKNOWN from restarts slowed by the other lane's arms: docs/benchmarks.md, "The nightly on two lanes,
+# again"). RUN_ARGS="--suite nightly --lanes 2" still runs it side by side.
 run: setup
-	$(BIN)/chaos run --backend local $(or $(RUN_ARGS),--suite nightly --lanes 2)
+	$(BIN)/chaos run --backend local $(or $(RUN_ARGS),--suite nightly)
 
 # The smoke runs on two lanes (chaos run --lanes 2): 13 min instead of 23, the same verdicts in the runs measured
 # (docs/benchmarks.md, "Lanes"); PYTEST_ARGS="--chaos-lanes 1" runs it one arm at a time.

@@ -21,7 +21,7 @@ def _resolve(names: list[str], suite: str | None, scale: float | None):
         raise errors.ChaosError("give experiments or --suite, not both", errors.USAGE)
     if not names and not suite:
         raise errors.ChaosError("give experiments (see: chaos list) or --suite NAME; nothing runs by default "
-                                "(--suite nightly: every experiment at full length, ~45 min on --lanes 2)", errors.USAGE)
+                                "(--suite nightly: every experiment at full length, over an hour)", errors.USAGE)
     if suite:  # the same as `not names` here: exactly one of them was given
         loaded = load_suite(_suite_path(suite), scale)  # a scale on the command line replaces the suite's
         specs = [entry.spec for entry in loaded.entries]
