@@ -410,7 +410,8 @@ class PhaseClock:
         inject_start = phases.steady
         for at, _order, name, boundary in sorted(marks):
             # Marks after the inject phase's start move up by the time a compact schedule saved (0 otherwise).
-            outcome = self._watch_until(self._mark_time(t0 + at, moved=at > inject_start))
+            moves = at > inject_start
+            outcome = self._watch_until(self._mark_time(t0 + at, moves))
             if outcome is None and (name, boundary) == ("recover", "end"):
                 outcome = self._watch_past_late_heal()
             if outcome == "reproduced":
@@ -423,12 +424,16 @@ class PhaseClock:
                 self.recovered_early = True
                 break  # that was the recover phase's end, recorded above
             if boundary == "start":  # where the phase runs now (moved up by a compact schedule's savings)
-                moved = self.faults.saved_s if at > inject_start else 0.0
+                moved = self._moved_by(moves)
                 self.phase = next((n, a - moved, b - moved) for n, a, b in phases.windows() if n == name)
         self.faults.join()
 
-    def _mark_time(self, planned: float, moved: bool) -> Callable[[], float]:
-        return lambda: planned - (self.faults.saved_s if moved else 0.0)
+    def _mark_time(self, planned: float, moves: bool) -> Callable[[], float]:
+        return lambda: planned - self._moved_by(moves)
+
+    def _moved_by(self, moves: bool) -> float:
+        """Seconds a mark after the inject phase's start has moved up (a compact schedule's savings so far)."""
+        return self.faults.saved_s if moves else 0.0
 
     def _watch_past_late_heal(self) -> str | None:
         """At the recover phase's planned end: if a fault is still healing, or healed too late for the recovery
