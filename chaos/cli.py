@@ -115,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     lane_cmd.add_argument("--lane", required=True)
     lane_cmd.add_argument("--backend", choices=BACKENDS, default="local")
     lane_cmd.add_argument("--arms", type=lambda text: text.split(","))
-    lane_cmd.add_argument("directories", nargs="+")
+    lane_cmd.add_argument("--queue", action="store_true", help="take one-node experiments from the run's shared queue")
+    lane_cmd.add_argument("directories", nargs="*")
     commands.add_parser("clean", help="stop what runs killed with SIGKILL left running, and close their results")
 
     mutate_cmd = commands.add_parser(
@@ -207,7 +208,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "rerun":
         return rerun(args.run_dir, args.target, args.backend, args.out, sys.argv[1:], lanes=args.lanes)
     if args.command == "lane":
-        return lane(args.run_dir, args.lane, args.backend, args.arms, args.directories)
+        return lane(args.run_dir, args.lane, args.backend, args.arms, args.directories, args.queue)
     if args.command == "clean":
         return clean()
     if args.command == "mutate":

@@ -260,21 +260,61 @@ def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backen
     remaining = [seconds for _directory, spec in planned for seconds in planned_seconds(spec, arms)]
     span = span_from_env()
     gate = LaneGate(run_dir / "stack" / "gate", span=span) if lane and span != "off" else None
+
+    left_after = _countdown(remaining, lambda: 0.0)
     for topology, group in by_topology.items():
         if not group:
             continue
         where = lane if topology == "single" else "-".join(part for part in (lane, topology) if part)
         with Stack(run_dir, backend=backend, progress=say, lane=where, topology=topology) as stack:
             for directory, spec in group:
-                experiment_dir = run_dir / directory
-                for arm in spec.arms:
-                    if arms and arm.profile not in arms:
-                        continue
-                    say(f"== {directory}: {arm.profile} arm ==")
-                    stack.reset()
-                    remaining.pop(0)
-                    ArmRun(stack, spec, arm.profile, experiment_dir / arm.profile, say,
-                           remaining_after_s=sum(remaining), gate=gate).run()
+                _run_arms(stack, run_dir, directory, spec, arms, say, left_after, gate)
+
+
+def _countdown(arm_seconds: list[float], later: Callable[[], float]) -> Callable[[], float]:
+    """For the progress lines: called once per arm as it starts, the planned seconds of the arms after it in
+    `arm_seconds` (consumed), plus `later()`."""
+    def left_after() -> float:
+        arm_seconds.pop(0)
+        return sum(arm_seconds) + later()
+    return left_after
+
+
+def _run_arms(stack: StackLike, run_dir: Path, directory: str, spec: ExperimentSpec, arms: list[str] | None,
+              say: Callable[[str], None], left_after: Callable[[], float], gate: LaneGate | None) -> None:
+    """The chosen arms of one experiment, one after another on `stack`. `left_after()` is called once per arm, as
+    it starts: the planned seconds left after it, for the progress lines."""
+    for arm in spec.arms:
+        if arms and arm.profile not in arms:
+            continue
+        say(f"== {directory}: {arm.profile} arm ==")
+        stack.reset()
+        ArmRun(stack, spec, arm.profile, run_dir / directory / arm.profile, say,
+               remaining_after_s=left_after(), gate=gate).run()
+
+
+def run_queued(run_dir: Path, queue_dir: Path, backend: str, arms: list[str] | None, say: Callable[[str], None],
+               lane: str) -> None:
+    """One lane's share of a `--lanes` run's one-node experiments, taken from the shared queue as the lane gets
+    free (chaos/lane_queue.py), all on the lane's one stack. The stack starts only once there is work for it."""
+    from .lane_queue import LaneQueue
+    from .spec import load_stored
+
+    queue = LaneQueue(queue_dir)
+    span = span_from_env()
+    gate = LaneGate(run_dir / "stack" / "gate", span=span) if span != "off" else None
+    directory = queue.claim(say)
+    if directory is None:
+        return
+    try:
+        with Stack(run_dir, backend=backend, progress=say, lane=lane, topology="single") as stack:
+            while directory is not None:
+                spec = load_stored(run_dir / directory / "spec.json")
+                left_after = _countdown(planned_seconds(spec, arms), queue.unclaimed_s)
+                _run_arms(stack, run_dir, directory, spec, arms, say, left_after, gate)
+                directory = queue.claim(say)
+    finally:
+        queue.done()
 
 
 def _run_on_target(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], target: Target,

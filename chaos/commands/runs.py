@@ -82,14 +82,26 @@ def _execute(name: str, directory: str, specs: list, repeat: int, backend: str, 
     return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
 
 
-def lane(run_dir: Path, name: str, backend: str, arms: list[str] | None, directories: list[str]) -> int:
-    """One lane of a `--lanes` run (chaos/lanes.py): these experiment directories of RUN_DIR, whose spec.json the
-    parent wrote, on a stack of the lane's own. The parent judges the run."""
-    from ..run import run_planned
+def lane(run_dir: Path, name: str, backend: str, arms: list[str] | None, directories: list[str],
+         queue: bool = False) -> int:
+    """One lane of a `--lanes` run (chaos/lanes.py), on a stack of the lane's own: one-node experiments from the
+    run's shared queue (`queue`), or these experiment directories of RUN_DIR. The parent wrote their spec.json and
+    judges the run."""
+    from ..run import run_planned, run_queued
     from ..spec import load_stored
 
+    def say(message: str) -> None:
+        _progress(f"{name} | {message}")
+
+    if queue == bool(directories):
+        raise errors.ChaosError("chaos lane takes --queue or experiment directories, one of them", errors.USAGE)
+    if queue:
+        from ..lane_queue import queue_dir
+
+        run_queued(run_dir, queue_dir(run_dir), backend, arms, say, lane=name)
+        return errors.PASSED
     planned = [(directory, load_stored(run_dir / directory / "spec.json")) for directory in directories]
-    run_planned(run_dir, planned, backend, arms, lambda message: _progress(f"{name} | {message}"), lane=name)
+    run_planned(run_dir, planned, backend, arms, say, lane=name)
     return errors.PASSED
 
 
