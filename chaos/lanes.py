@@ -49,8 +49,6 @@ def run_lanes(run_dir: Path, planned: Planned, lanes: int, backend: str, arms: l
     that could not start its stack or died). Ctrl-C/SIGTERM reach every lane and the parent waits for their
     teardown. `seconds`: an experiment's planned length (chaos/run.py)."""
     queued, alone = split(planned)
-    base = [sys.executable, "-m", "chaos.cli", "lane", str(run_dir), "--backend", backend,
-            *(["--arms", ",".join(arms)] if arms else [])]
     children: list[tuple[str, subprocess.Popen]] = []
     try:
         if queued:
@@ -62,14 +60,16 @@ def run_lanes(run_dir: Path, planned: Planned, lanes: int, backend: str, arms: l
             say(f"lanes 1-{count}: {len(items)} one-node experiments from a shared queue (about {minutes:.0f} min); "
                 f"one at a time of those that restart processes: {', '.join(restarting) or 'none'}")
             for number in range(1, count + 1):  # each lane's output, lane-prefixed, goes to ours
-                children.append((f"lane-{number}", subprocess.Popen([*base, "--lane", f"lane-{number}", "--queue"])))
+                command = lane_command(run_dir, f"lane-{number}", backend, arms, queue=True)
+                children.append((f"lane-{number}", subprocess.Popen(command)))
             _wait(children)
         if alone:
             lane = f"lane-{len(children) + 1}"
             minutes = sum(seconds(spec) for _, spec in alone) / 60
             say(f"{lane}: {', '.join(directory for directory, _ in alone)} (about {minutes:.0f} min), alone"
                 + (", after the one-node lanes" if queued else ""))
-            children.append((lane, subprocess.Popen([*base, "--lane", lane, *(d for d, _ in alone)])))
+            command = lane_command(run_dir, lane, backend, arms, directories=[d for d, _ in alone])
+            children.append((lane, subprocess.Popen(command)))
             _wait(children)
     except KeyboardInterrupt:
         _stop(children, say)
@@ -78,6 +78,14 @@ def run_lanes(run_dir: Path, planned: Planned, lanes: int, backend: str, arms: l
     for lane, code in failed:
         say(f"{lane} ended with exit code {code}: its experiments are judged on what they recorded")
     return "error" if failed else "completed"
+
+
+def lane_command(run_dir: Path, lane: str, backend: str, arms: list[str] | None, queue: bool = False,
+                 directories: Sequence[str] = ()) -> list[str]:
+    """`chaos lane`'s command line. The directories come right after RUN_DIR: argparse gives an optional list of
+    positionals only what sits next to the first one."""
+    return [sys.executable, "-m", "chaos.cli", "lane", str(run_dir), *directories, "--lane", lane,
+            "--backend", backend, *(["--arms", ",".join(arms)] if arms else []), *(["--queue"] if queue else [])]
 
 
 def _wait(children: Sequence[tuple[str, subprocess.Popen]]) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from chaos.lane_queue import LaneQueue, QueueItem, offered_order, restarts_processes, write_queue
-from chaos.lanes import MAX_LANES, split
+from chaos.cli import _parser
+from chaos.lanes import MAX_LANES, lane_command, split
 from chaos.run import experiment_dirs, planned_seconds
 from chaos.spec import load_suite
 
@@ -48,6 +49,16 @@ def test_cluster_experiments_run_alone_after_the_one_node_ones():
     queued, alone = split(_planned("nightly"))
     assert {spec.topology for _, spec in queued} == {"single"}
     assert len(alone) == 4 and {spec.topology for _, spec in alone} == {"cluster"}
+
+
+def test_the_lane_command_lines_parse_as_the_lane_reads_them(tmp_path):
+    """A cluster lane's directories once came after its options, and argparse refused them (exit 2)."""
+    for queue, directories in ((True, []), (False, ["cluster-broker-lost", "cluster-leader-move"])):
+        command = lane_command(tmp_path, "lane-3", "local", ["hardened"], queue=queue, directories=directories)
+        assert command[1:4] == ["-m", "chaos.cli", "lane"]
+        args = _parser().parse_args(command[3:])
+        assert (args.run_dir, args.lane, args.backend, args.arms) == (tmp_path, "lane-3", "local", ["hardened"])
+        assert (args.queue, args.directories) == (queue, directories)
 
 
 def _queue(tmp_path, *items: tuple[str, bool], lanes: int = 2) -> Path:
