@@ -28,9 +28,10 @@ setup-containers: setup
 	infra/engine.sh --install
 	$(BIN)/python -m infra.images build
 
-# The nightly runs on one lane: on two (42-56 min) its verdicts did not hold on 2026-11-26 (7 of 33 arms failed
-# or were UNKNOWN from restarts slowed by the other lane's arms: docs/benchmarks.md, "The nightly on two lanes,
-# again"). RUN_ARGS="--suite nightly --lanes 2" still runs it side by side.
+# The nightly runs on one lane: on two its verdicts did not hold on 2026-11-26, twice (7 of 33 arms failed or were
+# UNKNOWN from restarts slowed by the other lane's arms; then, with restarting experiments never side by side, still
+# 4 of 25 beside network and data arms: docs/benchmarks.md, "The nightly on two lanes, again" and "The nightly on a
+# shared queue"). RUN_ARGS="--suite nightly --lanes 2" still runs it side by side.
 run: setup
 	$(BIN)/chaos run --backend local $(or $(RUN_ARGS),--suite nightly)
 

@@ -276,7 +276,8 @@ class FaultSchedule:
         saved = end - time.monotonic()
         if saved > 0 and not fault.stop.is_set():
             self.saved_s += saved
-            ctx.history.schedule(index, saved_s=round(saved, 1), total_saved_s=round(self.saved_s, 1))
+            ctx.history.schedule(index, name=fault.fault.fault, target=fault.fault.target, saved_s=round(saved, 1),
+                                 total_saved_s=round(self.saved_s, 1))
             ctx.say(f"{fault.fault.fault} on {fault.fault.target} done {saved:.0f} s before its window's end"
                     + ("" if last else " and the job recovered") + ": "
                     + ("the inject phase ends now" if last else "the next window opens now"))

@@ -57,6 +57,10 @@ class Timeline:
         return self.history.errors
 
     @property
+    def schedule(self) -> Sequence[Mapping[str, Any]]:
+        return self.history.schedule
+
+    @property
     def last_t(self) -> float | None:
         """The last record of any type (None: no record)."""
         return self.history.end if self.history.records else None

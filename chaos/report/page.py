@@ -5,7 +5,7 @@ from pathlib import Path
 
 from . import facts
 from .markup import _badge, _count, _duration, _e, _link, _page
-from .model import VERDICT_COLOURS, Arm, Run, Timeline, _anchor, _verdict, _write_atomic, load_run
+from .model import VERDICT_COLOURS, Arm, Run, Timeline, _anchor, _number, _verdict, _write_atomic, load_run
 from .plots import LEGACY_STATE_BYTES, PANELS, _fault_colour, plot_panel, thresholds
 
 def _check_line(check: dict) -> str:
@@ -263,6 +263,22 @@ def _fault_table(timeline: Timeline) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
+def _schedule_line(timeline: Timeline) -> str:
+    """A compact schedule's steps (`schedule: compact`): which fault was done how long before its window's end, so
+    the next window opened, or the inject phase ended, that much earlier than planned."""
+    if not timeline.schedule:
+        return ""
+    steps, total = [], 0.0
+    for record in timeline.schedule:
+        saved = _number(record.get("saved_s")) or 0.0
+        total = _number(record.get("total_saved_s")) or total + saved
+        label = (f"{record['name']} on {record.get('target')}" if record.get("name")
+                 else f"the spec's fault {record.get('fault')}")  # records before 2026-11-26 name only the index
+        steps.append(f"{label} done {saved:.1f} s before its window's end (at {float(record['t']):.1f} s)")
+    return (f'<p class="small schedule">compact schedule: {_e("; ".join(steps))}; the phases after it moved up by '
+            f"{total:.1f} s in all</p>")
+
+
 def _wall(wall: str | None) -> str:
     text = facts.utc(wall)
     return f'<br><span class="wall">{_e(text)}</span>' if text else ""
@@ -305,6 +321,9 @@ def _arm_section(run: Run, arm: Arm) -> str:
     if timeline.problem:
         parts.append(f'<p class="err">{_e(timeline.problem)}</p>')
     parts.append(_fault_table(timeline))
+    schedule = _schedule_line(timeline)
+    if schedule:
+        parts.append(schedule)
     if timeline.samples:
         plots, limits = [], thresholds(arm)
         legacy = not any("state_sst_bytes" in s for s in timeline.samples)

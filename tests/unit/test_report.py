@@ -378,6 +378,27 @@ def test_environment_errors_and_job_events_are_listed_with_links_to_driver_logs(
     assert "180.7 s: job-driver exited code 1" in sst
 
 
+def test_a_compact_schedule_says_which_fault_ended_early_and_how_much_the_phases_moved(tmp_path):
+    target = tmp_path / "runs"
+    shutil.copytree(FIXTURES, target, symlinks=True)
+    path = target / RUN_A / "process-crash" / "hardened" / "history.jsonl"
+    records = read_history(path)
+    last = records[-1]
+    steps = [{"t": last["t"], "wall": last["wall"], "type": "schedule", "fault": 0, "name": "process.kill",
+              "target": "job-driver", "saved_s": 12.5, "total_saved_s": 12.5},
+             {"t": last["t"], "wall": last["wall"], "type": "schedule", "fault": 1, "saved_s": 3.0,
+              "total_saved_s": 15.5}]  # an older record: the fault's index only
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*records, *steps]))
+    _page, text = build(target)
+    crash = section(text, "process-crash--hardened")
+    line = re.search(r'<p class="small schedule">(.*?)</p>', crash)
+    assert line is not None and line.group(1) == (
+        f"compact schedule: process.kill on job-driver done 12.5 s before its window&#x27;s end (at {last['t']:.1f} "
+        f"s); the spec&#x27;s fault 1 done 3.0 s before its window&#x27;s end (at {last['t']:.1f} s); the phases "
+        "after it moved up by 15.5 s in all")
+    assert '<p class="small schedule">' not in section(text, "slow-s3-put--hardened")
+
+
 def test_links_point_at_files_of_the_run_and_anchors_exist(built):
     page, text = built
     run_dir = page.parent
