@@ -256,12 +256,14 @@ class JobArm:
         contents = Ledger.read(self.ledger_path)
         emitted = self.sessions()
         emitted_for_oracle = [{k: v for k, v in row.items() if k != "batch_id"} for row in emitted]
+        extra, audit = self._topic_copies()
         if self.config.event_time:
             max_len = self.config.max_session_ms if self.config.profile == "hardened" else None
-            expected = expected_sessions(contents.acked, self.config.gap_ms, max_len)
+            expected = expected_sessions(contents.acked, self.config.gap_ms, max_len, extra_copies=extra)
             report = compare(expected, emitted_for_oracle).to_dict()
         else:
-            report = coverage(contents.acked, contents.failed, emitted_for_oracle).to_dict()
+            report = coverage(contents.acked, contents.failed, emitted_for_oracle, extra_copies=extra).to_dict()
+        report.update(audit)
         batches = [r["progress"] for r in read_progress(self.progress_path) if r.get("event") == "progress"]
         summary = {
             "profile": self.config.profile,
@@ -279,6 +281,22 @@ class JobArm:
         }
         (self.dir / "arm.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
+
+    def _topic_copies(self) -> tuple[dict[str, dict[int, int]], dict[str, object]]:
+        """The events the arm's topic holds more than once (chaos/topic_audit.py), and what oracle.json says of
+        them. A topic that cannot be read back leaves the oracle as it was, and says so."""
+        from .topic_audit import read_topic
+
+        try:
+            records, extra = read_topic(self.stack.info.kafka_bootstrap, self.state.topic,
+                                        self.stack.kafka_client_login())
+        except Exception as exc:  # a check of the input, not of the job: its failure must not cost the verdict
+            return {}, {"topic_audit": f"not read back: {type(exc).__name__}: {exc}"}
+        extra.pop(DRAIN_KEY, None)  # the drain's own events are not judged
+        duplicates = [{"key": key, "seq": seq, "extra_copies": n} for key, seqs in extra.items()
+                      for seq, n in seqs.items()]
+        return extra, {"topic_records": records, "topic_duplicates": sum(sum(seqs.values()) for seqs in extra.values()),
+                       "topic_duplicate_examples": duplicates[:20]}
 
     def _job_error(self) -> str | None:
         """What the job said when it ended (its last `job:` line that reports a failure), else the first line of

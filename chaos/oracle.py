@@ -85,6 +85,7 @@ def expected_sessions(
     max_len_ms: int | None = None,
     drained: bool = True,
     watermark_ms: int | None = None,
+    extra_copies: Mapping[str, Mapping[int, int]] | None = None,
 ) -> list[Session]:
     """Sessions of the hardened (event-time) profile, sorted by (key, start_ms).
 
@@ -92,7 +93,9 @@ def expected_sessions(
     the previous event (Spark's session_window merges windows that touch), or when it falls into a later max_len_ms-aligned bucket of event time than the session's first
     event (t // max_len_ms differs): no session spans more than max_len_ms, so a key that never pauses still closes
     sessions. This is the rule the job implements with session_window grouped by that bucket. Undrained, only
-    sessions closed at the watermark (end_ms <= watermark_ms) are expected yet.
+    sessions closed at the watermark (end_ms <= watermark_ms) are expected yet. `extra_copies` (key -> {seq: copies
+    beyond the first}, chaos/topic_audit.py): events the topic holds more than once, which a session counts as
+    input.
     """
     if gap_ms <= 0:
         raise ValueError(f"gap_ms: must be > 0, got {gap_ms}")
@@ -102,22 +105,24 @@ def expected_sessions(
         raise ValueError("watermark_ms: required when drained=False and meaningless when drained=True")
     sessions = []
     for key, evs in sorted(_events_by_key(acked_events).items()):
+        copies = (extra_copies or {}).get(key, {})
         run = [evs[0]]
         for t, seq in evs[1:]:
             too_long = max_len_ms is not None and t // max_len_ms != run[0][0] // max_len_ms
             if t - run[-1][0] > gap_ms or too_long:
-                sessions.append(_session(key, run, gap_ms))
+                sessions.append(_session(key, run, gap_ms, copies))
                 run = []
             run.append((t, seq))
-        sessions.append(_session(key, run, gap_ms))
+        sessions.append(_session(key, run, gap_ms, copies))
     if not drained and watermark_ms is not None:  # given when not drained (checked above)
         sessions = [s for s in sessions if s.end_ms <= watermark_ms]
     return sessions
 
 
-def _session(key: str, run: list[tuple[int, int]], gap_ms: int) -> Session:
+def _session(key: str, run: list[tuple[int, int]], gap_ms: int, copies: Mapping[int, int]) -> Session:
     first_seq = run[0][1]
-    return Session(key, run[0][0], run[-1][0] + gap_ms, len(run), first_seq, run[-1][1], session_id(key, first_seq))
+    count = len(run) + sum(copies.get(seq, 0) for _t, seq in run)
+    return Session(key, run[0][0], run[-1][0] + gap_ms, count, first_seq, run[-1][1], session_id(key, first_seq))
 
 
 def _merge(ranges: Iterable[Range]) -> list[Range]:
@@ -307,11 +312,13 @@ def coverage(
     failed_events: Iterable[KeyedEvent],
     actual: Iterable[Mapping[str, object] | Session],
     max_examples: int = 20,
+    extra_copies: Mapping[str, Mapping[int, int]] | None = None,
 ) -> CoverageReport:
     """Every acknowledged seq must lie in exactly one emitted [first_seq, last_seq]; failed ones in at most one.
 
     A session's count must equal the seqs in its range that landed: all acknowledged ones plus some (unknowable)
-    subset of the failed ones.
+    subset of the failed ones, plus the extra copies the topic holds of them (`extra_copies`, key -> {seq: copies
+    beyond the first}: chaos/topic_audit.py).
     """
     acked: dict[str, list[int]] = {k: [seq for _t, seq in evs] for k, evs in _events_by_key(acked_events).items()}
     acked_sets = {k: set(v) for k, v in acked.items()}
@@ -322,6 +329,7 @@ def coverage(
             raise ValueError(f"key {e.key!r}: seq {e.seq} has more than one delivery outcome in the ledger")
         failed_sets[e.key].add(e.seq)
     failed = {k: sorted(v) for k, v in failed_sets.items()}
+    extra = {k: sorted(seq for seq, n in copies.items() for _ in range(n)) for k, copies in (extra_copies or {}).items()}
 
     emitted_ranges: dict[str, list[Range]] = defaultdict(list)
     wrong_counts = []
@@ -331,11 +339,12 @@ def coverage(
         key, first, last, count = (_field(record, n, where) for n in ("key", "first_seq", "last_seq", "count"))
         emitted += 1
         emitted_ranges[key].append((first, last))
-        landed = _count_in(acked.get(key, []), first, last)
+        landed, copies = _count_in(acked.get(key, []), first, last), _count_in(extra.get(key, []), first, last)
         maybe = _count_in(failed.get(key, []), first, last)
-        if not landed <= count <= landed + maybe:
+        if not landed + copies <= count <= landed + copies + maybe:
             wrong_counts.append({"key": key, "first_seq": first, "last_seq": last, "count": count,
-                                 "acked_in_range": landed, "failed_in_range": maybe})
+                                 "acked_in_range": landed, "failed_in_range": maybe,
+                                 **({"topic_copies_in_range": copies} if copies else {})})
 
     lost, duplicated, unknown = {}, {}, {}
     for key in set(acked) | set(emitted_ranges):

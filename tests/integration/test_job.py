@@ -57,6 +57,8 @@ def test_clean_run_is_exactly_once(stack, tmp_path, profile):
     assert result["drained"], result
     assert oracle["ok"], oracle
     assert oracle["lost"] == 0 and oracle["duplicated"] == 0
+    # the topic read back (chaos/topic_audit.py): the workload and the drain's events, none twice
+    assert oracle["topic_records"] > 6_000 and oracle["topic_duplicates"] == 0, oracle
     keys = {ack.key for ack in Ledger.read(arm.ledger_path).acked}
     if profile == "hardened":
         # event-time rules: gap and max-session closes split keys into several sessions
@@ -64,6 +66,27 @@ def test_clean_run_is_exactly_once(stack, tmp_path, profile):
     else:
         # processing-time sessions depend on batch timing; every key's events are covered exactly once
         assert result["sessions_emitted"] >= len(keys)
+
+
+def test_the_topic_read_back_finds_an_event_written_twice(stack):
+    """A plain producer (no idempotence) writes seq 17 twice and one record that is not an event: the read-back
+    counts every record and names the one copy, so the oracle can count it as input (chaos/topic_audit.py)."""
+    from confluent_kafka import Producer
+
+    from chaos.smoke import create_topic
+    from chaos.topic_audit import read_topic
+    from chaos.workload import Event
+
+    topic = f"audit-{uuid.uuid4().hex[:8]}"
+    create_topic(stack.info.kafka_internal_bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": stack.info.kafka_bootstrap, "log_level": 0,
+                         **stack.kafka_client_login()})
+    for seq in [*range(50), 17]:
+        producer.produce(topic, key="a", value=Event("a", seq, 1_000 + seq, "").to_json())
+    producer.produce(topic, key="b", value=b"not an event")
+    assert producer.flush(30) == 0
+    records, extra = read_topic(stack.info.kafka_bootstrap, topic, stack.kafka_client_login())
+    assert (records, extra) == (52, {"a": {17: 1}})
 
 
 JVM_STARTED_S = 3.0

@@ -281,3 +281,26 @@ def test_seqs_missing_from_the_ledger_are_unknown():
 def test_a_seq_with_two_delivery_outcomes_is_rejected(failed):
     with pytest.raises(ValueError, match=r"key 'a': seq \d has more than one delivery outcome"):
         coverage(events("a", range(3)), failed, [])
+
+
+# --- events the topic holds twice (chaos/topic_audit.py) --------------------------------------------------------
+
+def test_an_event_the_topic_holds_twice_is_input_a_session_may_count():
+    ledger = events("a", range(4))
+    counted_twice = [rng("a", 0, 3, count=5)]  # seq 2 is in the topic twice: 4 acknowledged events, 5 records
+    assert coverage(ledger, [], counted_twice).wrong_counts == 1  # without the read-back, the job looks wrong
+    report = coverage(ledger, [], counted_twice, extra_copies={"a": {2: 1}})
+    assert report.ok and report.wrong_counts == 0
+    assert coverage(ledger, [], [rng("a", 0, 3, count=6)], extra_copies={"a": {2: 1}}).wrong_counts == 1
+    copy_elsewhere = coverage(ledger, [], counted_twice, extra_copies={"b": {2: 1}, "a": {7: 1}})
+    assert copy_elsewhere.wrong_counts == 1  # a copy outside the session's range or key explains nothing
+    example = copy_elsewhere.wrong_count_examples[0]
+    assert example["acked_in_range"] == 4 and "topic_copies_in_range" not in example
+
+
+def test_expected_sessions_count_the_copies_of_their_events():
+    ledger = events("a", [0, 100, 200, 5000])
+    plain = shape(expected_sessions(ledger, gap_ms=1000))
+    with_copy = shape(expected_sessions(ledger, gap_ms=1000, extra_copies={"a": {1: 2, 3: 1}}))
+    assert plain == [("a", 0, 2, 3, 0, 1200), ("a", 3, 3, 1, 5000, 6000)]
+    assert with_copy == [("a", 0, 2, 5, 0, 1200), ("a", 3, 3, 2, 5000, 6000)]

@@ -1,0 +1,78 @@
+"""The arm's input read back: which workload events the topic holds more than once.
+
+The oracle judges the job's output against the ledger (every event the broker acknowledged, once). A session that
+counts one event too many can then mean two things: the job counted an event twice, or the topic really holds it
+twice (a producer retry the broker did not deduplicate). Only the topic can tell them apart, so after an arm the
+harness reads it back once, from the beginning to its end offsets, and the oracle counts each extra copy as input
+(chaos/oracle.py). A job is never blamed for counting what it was given; and a duplicate in the topic is reported
+as such (oracle.json's `topic_duplicates`), never hidden.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Iterable, Mapping
+
+READ_TIMEOUT_S = 60.0
+
+
+def extra_copies(pairs: Iterable[tuple[str, int]]) -> dict[str, dict[int, int]]:
+    """key -> {seq: copies beyond the first}, for the (key, seq) pairs seen more than once."""
+    counts = Counter(pairs)
+    extra: dict[str, dict[int, int]] = {}
+    for (key, seq), copies in sorted(counts.items()):
+        if copies > 1:
+            extra.setdefault(key, {})[seq] = copies - 1
+    return extra
+
+
+def event_of(value: bytes | None) -> tuple[str, int] | None:
+    """(key, seq) of a workload record's value (the job's EVENT_SCHEMA JSON), None for anything else."""
+    try:
+        document = json.loads(value or b"")
+    except ValueError:
+        return None
+    if not isinstance(document, dict):
+        return None
+    key, seq = document.get("key"), document.get("seq")
+    if not isinstance(key, str) or not isinstance(seq, int) or isinstance(seq, bool):
+        return None
+    return key, seq
+
+
+def read_topic(bootstrap: str, topic: str, client: Mapping[str, str] | None = None,
+               timeout_s: float = READ_TIMEOUT_S) -> tuple[int, dict[str, dict[int, int]]]:
+    """(records read, extra copies) of every partition of `topic`, from its start to the end offsets it had when
+    the read began. Raises TimeoutError when the read does not reach them within `timeout_s`."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-topic-audit", "enable.auto.commit": False,
+                         "enable.partition.eof": False, "log_level": 0, **(client or {})})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        left = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in left])
+        pairs: list[tuple[str, int]] = []
+        records = 0
+        deadline = time.monotonic() + timeout_s
+        while left:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading topic {topic} back: partitions {sorted(left)} not read to their end "
+                                   f"within {timeout_s:.0f} s")
+            for message in consumer.consume(num_messages=5000, timeout=1.0):
+                if message.error() is not None:
+                    continue
+                partition, offset = message.partition(), message.offset()
+                if partition not in left or offset is None or offset >= ends[partition]:
+                    continue
+                records += 1
+                event = event_of(message.value())
+                if event is not None:
+                    pairs.append(event)
+                if offset + 1 >= ends[partition]:
+                    left.discard(partition)
+        return records, extra_copies(pairs)
+    finally:
+        consumer.close()
