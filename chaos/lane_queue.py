@@ -108,7 +108,12 @@ class LaneQueue:
                 left = [item for item in self.items if item.directory not in claimed]
                 if not left:
                     return None
-                chosen = next((item for item in left if not item.restarts or self._take_restarts()), None)
+                # the restarts lock is tried once per pass, for the first restarting experiment left
+                first_restarting = next((item for item in left if item.restarts), None)
+                if first_restarting is not None and self._take_restarts():
+                    chosen: QueueItem | None = first_restarting
+                else:
+                    chosen = next((item for item in left if not item.restarts), None)
                 if chosen is not None:
                     with open(self.directory / "claimed", "a") as out:
                         out.write(chosen.directory + "\n")

@@ -258,8 +258,7 @@ def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backen
     planned = [entry for group in by_topology.values() for entry in group]
     # planned seconds of every arm still to run, for the progress lines' "time left"
     remaining = [seconds for _directory, spec in planned for seconds in planned_seconds(spec, arms)]
-    span = span_from_env()
-    gate = LaneGate(run_dir / "stack" / "gate", span=span) if lane and span != "off" else None
+    gate = _lane_gate(run_dir) if lane else None
 
     left_after = _countdown(remaining, lambda: 0.0)
     for topology, group in by_topology.items():
@@ -269,6 +268,12 @@ def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backen
         with Stack(run_dir, backend=backend, progress=say, lane=where, topology=topology) as stack:
             for directory, spec in group:
                 _run_arms(stack, run_dir, directory, spec, arms, say, left_after, gate)
+
+
+def _lane_gate(run_dir: Path) -> LaneGate | None:
+    """The turns this lane takes with the run's other lanes (chaos/lane_gate.py), None when CHAOS_LANE_GATE=off."""
+    span = span_from_env()
+    return LaneGate(run_dir / "stack" / "gate", span=span) if span != "off" else None
 
 
 def _countdown(arm_seconds: list[float], later: Callable[[], float]) -> Callable[[], float]:
@@ -301,8 +306,7 @@ def run_queued(run_dir: Path, queue_dir: Path, backend: str, arms: list[str] | N
     from .spec import load_stored
 
     queue = LaneQueue(queue_dir)
-    span = span_from_env()
-    gate = LaneGate(run_dir / "stack" / "gate", span=span) if span != "off" else None
+    gate = _lane_gate(run_dir)
     directory = queue.claim(say)
     if directory is None:
         return
