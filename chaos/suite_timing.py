@@ -6,6 +6,9 @@ arm's whole wall time from its job's start to its last record (start-up and warm
 run's wall time is run.json's started → ended, so stack start, resets, judging and the report are in it too.
 
     harness overhead = run wall time / sum of scheduled phases
+
+In a `--lanes` run each arm also says its lane (from its job's log directory, logs/<lane>/) and which arms of the
+other lanes ran beside it, with the seconds they overlapped: a timed verdict that moved is read against them.
 """
 from __future__ import annotations
 
@@ -21,6 +24,14 @@ def _seconds(start: str, end: str) -> float:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
 
+def lane_of(records: list[dict]) -> str | None:
+    """The lane an arm ran in: its job's log sits under logs/<lane>/ (logs/<lane>-<topology>/ for another
+    topology); None for a run on one lane."""
+    log = next((r.get("log") for r in records if r.get("type") == "job" and r.get("log")), None)
+    parts = Path(str(log)).parts if log else ()
+    return parts[1] if len(parts) == 3 and parts[0] == "logs" else None
+
+
 def arm_timing(history_path: Path) -> dict:
     records = read_history(history_path)
     phases = [r for r in records if r["type"] == "phase"]
@@ -28,7 +39,35 @@ def arm_timing(history_path: Path) -> dict:
     last = max((r["t"] for r in phases if r["boundary"] == "end"), default=None)
     return {"phases_s": None if first is None or last is None else round(last - first, 1),
             "wall_s": round(records[-1]["t"] - records[0]["t"], 1) if records else None,
-            "warm_up_s": None if first is None else round(first - records[0]["t"], 1)}
+            "warm_up_s": None if first is None else round(first - records[0]["t"], 1),
+            "lane": lane_of(records),
+            "began": records[0].get("wall") if records else None, "ended": records[-1].get("wall") if records else None}
+
+
+def _overlap_s(one: dict, other: dict) -> float:
+    if not all((one["began"], one["ended"], other["began"], other["ended"])):
+        return 0.0
+    start = max(datetime.fromisoformat(one["began"]), datetime.fromisoformat(other["began"]))
+    end = min(datetime.fromisoformat(one["ended"]), datetime.fromisoformat(other["ended"]))
+    return max(0.0, (end - start).total_seconds())
+
+
+def beside(arms: list[dict]) -> None:
+    """Fill each arm's `beside`: the arms of other lanes that ran while it did, with the seconds they overlapped
+    (at least one), longest first."""
+    for arm in arms:
+        found = [(f"{other['experiment']}/{other['profile']}", round(_overlap_s(arm, other)))
+                 for other in arms if other is not arm and other["lane"] != arm["lane"]]
+        arm["beside"] = [{"arm": name, "overlap_s": seconds}
+                         for name, seconds in sorted(found, key=lambda item: -item[1]) if seconds >= 1]
+
+
+def _verdict(result_path: Path) -> str | None:
+    """The arm's verdict as judged (result.json), None before it was judged."""
+    try:
+        return json.loads(result_path.read_text()).get("verdict")
+    except (OSError, ValueError):
+        return None
 
 
 def suite_timing(run_dir: Path) -> dict:
@@ -46,7 +85,9 @@ def suite_timing(run_dir: Path) -> dict:
             phases = spec.phases_of(arm.profile)  # an arm running a subset of the faults runs its own inject
             scheduled += phases.total
             arms.append({"experiment": name, "profile": arm.profile, "scheduled_s": round(phases.total, 1),
-                         **arm_timing(history)})
+                         **arm_timing(history), "verdict": _verdict(experiment / arm.profile / "result.json")})
+    if any(arm["lane"] for arm in arms):
+        beside(arms)
     wall = _seconds(run["started"], run["ended"]) if run.get("ended") else None
     return {"run": str(run_dir), "suite": run.get("suite"), "status": run.get("status"), "arms": arms,
             "scheduled_phases_s": round(scheduled, 1), "wall_s": wall,
@@ -54,12 +95,18 @@ def suite_timing(run_dir: Path) -> dict:
 
 
 def print_timing(timing: dict) -> None:
-    print(f"{'experiment / arm':<40} {'scheduled':>9} {'phases':>7} {'warm-up':>8} {'arm wall':>9}")
+    lanes = any(arm["lane"] for arm in timing["arms"])
+    print(f"{'experiment / arm':<40} {'scheduled':>9} {'phases':>7} {'warm-up':>8} {'arm wall':>9}  {'verdict':<8}"
+          + (f"  {'lane':<14} beside it (overlap)" if lanes else ""))
     for arm in timing["arms"]:
         cells = [f"{arm[k]:.0f} s" if arm[k] is not None else "-" for k in ("scheduled_s", "phases_s", "warm_up_s",
                                                                               "wall_s")]
-        print(f"{arm['experiment'] + ' / ' + arm['profile']:<40} {cells[0]:>9} {cells[1]:>7} {cells[2]:>8} "
-              f"{cells[3]:>9}")
+        line = (f"{arm['experiment'] + ' / ' + arm['profile']:<40} {cells[0]:>9} {cells[1]:>7} {cells[2]:>8} "
+                f"{cells[3]:>9}  {arm['verdict'] or '-':<8}")
+        if lanes:
+            others = ", ".join(f"{b['arm']} ({b['overlap_s']} s)" for b in arm.get("beside", [])) or "alone"
+            line += f"  {arm['lane'] or '-':<14} {others}"
+        print(line)
     wall = f"{timing['wall_s'] / 60:.1f} min" if timing["wall_s"] else "not ended"
     print(f"suite {timing['suite']} ({timing['status']}): wall {wall}, scheduled phases "
           f"{timing['scheduled_phases_s'] / 60:.1f} min, wall / scheduled = {timing['overhead_ratio']}")
