@@ -12,7 +12,12 @@ Here every deployment holds `<checkpoint>/_lease` before it starts Spark:
 - renew: every `ttl/3`, replace-if-unchanged with a new expiry. A failed precondition means someone else took
   the lease: it is lost for good.
 - before every batch's output (job/sink.py) the holder checks it still holds a lease that has not expired by its
-  own clock; if it cannot prove that, it stops before writing anything (LeaseLost).
+  own clock; if it cannot prove that, it stops before writing anything. Proof that another deployment took the
+  lease over ends the deployment (LeaseLost). A lease that ran out while S3 could not be reached only fails the
+  batch (LeaseUnconfirmed): nobody is known to hold it, and the next attempt's renewal, conditional on the ETag
+  this deployment last wrote, either proves nobody wrote the lease since (it goes on) or finds the new holder
+  (LeaseLost). Measured: a 40 s S3 outage during a batch ended the hardened job (exit 6) when such a lapse was
+  final (the nightly of 2026-11-26, checkpoint-commit-failures).
 - stop: renewal ends and the lease runs out after its TTL (it is never deleted: MinIO ignores If-Match on
   DELETE, so a delete could remove another deployment's fresh lease). A restarted instance of the same
   deployment takes it back at once; another deployment waits for the expiry.
@@ -40,6 +45,11 @@ class LeaseHeld(Exception):
 
 class LeaseLost(Exception):
     """This deployment no longer owns its checkpoint: it must stop before it commits or writes anything."""
+
+
+class LeaseUnconfirmed(Exception):
+    """The lease ran out by this process's clock while S3 could not be reached: the batch must not commit, but
+    nobody is known to hold the lease, so a later attempt may renew it (conditionally: see the module doc)."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +171,8 @@ class CheckpointLease:
         """Prove this process holds the lease now, or raise LeaseLost. Called before each batch is computed and
         again before its output is written: a conditional renewal per call, so a takeover is seen before the
         next batch commits, not only at the next renewal period. If S3 cannot be reached, the lease still
-        counts until its expiry by our own clock (the batch's own S3 writes fail anyway meanwhile)."""
+        counts until its expiry by our own clock (the batch's own S3 writes fail anyway meanwhile); past it the
+        batch stops with LeaseUnconfirmed, and a later check that reaches S3 renews the lease or loses it."""
         if self.lost:
             raise LeaseLost(self.lost)
         if self.record is None:
@@ -172,8 +183,10 @@ class CheckpointLease:
             raise
         except Exception as error:
             if self.record.expires_at_ms <= self._now_ms():
-                raise LeaseLost(f"the lease on {self.checkpoint_uri} expired and could not be renewed "
-                                f"({type(error).__name__}: {error})") from None
+                raise LeaseUnconfirmed(f"the lease on {self.checkpoint_uri} ran out while S3 could not be reached "
+                                       f"({type(error).__name__}: {str(error)[:200]}); stopping this batch before "
+                                       "it writes: the next attempt renews the lease only if nobody took it "
+                                       "over") from None
 
     def start_renewing(self, on_lost: Callable[[str], None]) -> None:
         def loop() -> None:

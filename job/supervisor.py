@@ -41,7 +41,7 @@ UNREACHABLE = r"ConnectException|Connection refused|Connection reset|SocketTimeo
 # says that something was out of reach (an outage repeats the same way until it ends; the budget bounds that).
 OUT_OF_REACH = (UNREACHABLE + r"|TimeoutException|[Tt]imed out|timeout|SlowDown|Service Unavailable|InternalError"
                 r"|Throttl|UnknownHost|NoRouteToHost|ExecutorLost|Lost executor|[Ee]xecutor.*(?:lost|exited)"
-                r"|503|500 |Status Code: 5\d\d|NotLeaderOrFollower|node assignment|disconnected")
+                r"|503|500 |Status Code: 5\d\d|NotLeaderOrFollower|node assignment|disconnected|LeaseUnconfirmed")
 REPEATS_BEFORE_STOP = 3
 
 
@@ -50,7 +50,7 @@ def first_line(text: str | None, limit: int = 300) -> str:
     return line[:limit]
 
 
-_EXCEPTION_LINE = re.compile(r"^\s*(?:Caused by: )?([a-zA-Z_][\w.$]*(?:Error|Exception|Lost|Held|Exceeded)): (.*)$")
+_EXCEPTION_LINE = re.compile(r"^\s*(?:Caused by: )?([a-zA-Z_][\w.$]*(?:Error|Exception|Lost|Held|Exceeded|Unconfirmed)): (.*)$")
 # Wrappers say that something failed, not what: the cause is below them.
 _WRAPPERS = ("py4j.", "Py4J", "pyspark.errors", "StreamingQueryException", "ForeachBatchUserFuncException",
              "org.apache.spark.SparkException", "java.util.concurrent.ExecutionException")
