@@ -13,6 +13,7 @@ other lanes ran beside it, with the seconds they overlapped: a timed verdict tha
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -29,7 +30,9 @@ def lane_of(records: list[dict]) -> str | None:
     topology); None for a run on one lane."""
     log = next((r.get("log") for r in records if r.get("type") == "job" and r.get("log")), None)
     parts = Path(str(log)).parts if log else ()
-    return parts[1] if len(parts) == 3 and parts[0] == "logs" else None
+    # logs/<topology>/ alone (a one-lane run's cluster stack) is not a lane
+    lane = parts[1] if len(parts) == 3 and parts[0] == "logs" else None
+    return lane if lane is not None and re.fullmatch(r"lane-\d+(-\w+)?", lane) else None
 
 
 def arm_timing(history_path: Path) -> dict:

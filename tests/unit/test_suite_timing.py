@@ -89,4 +89,5 @@ def test_in_a_lanes_run_each_arm_says_its_lane_and_what_ran_beside_it(tmp_path, 
 def test_a_cluster_lanes_log_directory_names_its_lane_and_a_one_lane_run_has_none():
     assert lane_of([{"type": "job", "log": "logs/lane-3-cluster/job-naive-1.log"}]) == "lane-3-cluster"
     assert lane_of([{"type": "job", "log": "logs/job-naive-1.log"}]) is None
+    assert lane_of([{"type": "job", "log": "logs/cluster/job-naive-1.log"}]) is None  # one lane, the cluster stack
     assert lane_of([{"type": "watch"}]) is None
