@@ -1,5 +1,6 @@
 """Checkpoint ownership on the real stack: MinIO's conditional writes, a second deployment refused, the same
-start going ahead with the switch off, and a deployment that loses its lease stopping before its next commit.
+start going ahead with the switch off, a deployment that loses its lease stopping before its next commit, and a
+lease that ran out while S3 was cut off failing only the batch, then renewed (or found taken) once S3 is back.
 
 State integrity with rollback and supervised restarts are exercised end to end by the corrupted-sst and
 checkpoint-commit-failures experiments (tests/integration/test_experiments.py runs them in the smoke suite),
@@ -17,7 +18,7 @@ from chaos.outputs import read_progress
 from chaos.workload import WorkloadSpec
 from infra.driver import launch_driver
 from infra.stack import Stack
-from job.lease import LeaseRecord
+from job.lease import CheckpointLease, LeaseLost, LeaseRecord, LeaseUnconfirmed
 from job.objectstore import ObjectStore, PreconditionFailed
 
 pytestmark = pytest.mark.integration
@@ -127,3 +128,36 @@ def test_a_deployment_that_loses_its_lease_stops_before_its_next_commit(stack, t
         producer.join(30)
         if arm.job.alive():
             arm.job.stop(grace=10)
+
+
+def test_a_lease_that_runs_out_while_s3_is_cut_off_is_renewed_after_unless_it_was_taken_over(stack):
+    """Real MinIO behind the stack's real `s3` proxy: the proxy disabled for longer than the TTL, then enabled."""
+    key = f"lapse-{time.time_ns()}/checkpoint/_lease"
+    proxied = ObjectStore.connect(stack.info.s3_endpoint, stack.credentials.access_key, stack.credentials.secret_key,
+                                  stack.info.bucket, timeout_s=2)
+    direct = ObjectStore.connect(stack.info.s3_direct_endpoint, stack.credentials.access_key,
+                                 stack.credentials.secret_key, stack.info.bucket)  # past the proxy: never cut off
+    kept = CheckpointLease(proxied, key, "keeper", "s3a://test/lapse", ttl_s=2, say=lambda line: None)
+    kept.acquire()
+    try:
+        stack.toxiproxy.set_enabled("s3", False)
+        time.sleep(2.5)  # past the TTL, with S3 out of reach
+        with pytest.raises(LeaseUnconfirmed, match="ran out while S3 could not be reached"):
+            kept.check()
+    finally:
+        stack.toxiproxy.set_enabled("s3", True)
+    kept.check()  # nobody wrote the lease meanwhile: the conditional renewal succeeds
+    assert LeaseRecord.from_bytes(direct.get(key)[0]).instance == kept.instance
+
+    try:
+        stack.toxiproxy.set_enabled("s3", False)
+        time.sleep(2.5)
+        with pytest.raises(LeaseUnconfirmed):
+            kept.check()
+        # meanwhile another deployment, which still reaches S3, takes the expired lease over
+        CheckpointLease(direct, key, "usurper", "s3a://test/lapse", ttl_s=60, say=lambda line: None).acquire()
+    finally:
+        stack.toxiproxy.set_enabled("s3", True)
+    with pytest.raises(LeaseLost, match="'usurper'"):
+        kept.check()
+    assert LeaseRecord.from_bytes(direct.get(key)[0]).owner == "usurper"
