@@ -293,6 +293,8 @@ def test_on_a_cluster_target_per_node_hooks_let_the_cluster_experiments_run():
     cluster["kafka"]["direct_bootstrap_servers"] = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
     for experiment in ("cluster-broker-lost", "cluster-executor-lost", "cluster-rolling-restart", "cluster-leader-move"):
         assert _gate(cluster, experiment, brokers) is None, experiment
+    # cluster-broker-lost's kill fires on a batch's commit, which only the S3 fault proxy sees
+    assert "commit_written" in (_gate(cluster, "cluster-broker-lost", brokers, fault_proxy=False) or "")
     # a kill is told over by the killed broker's own endpoint: one per broker, or the arm cannot see it come back
     cluster["kafka"]["direct_bootstrap_servers"] = ["127.0.0.1:1"]
     assert "in node order" in (_gate(cluster, "cluster-broker-lost", brokers) or "")
