@@ -129,6 +129,10 @@ class Job:
             self.lease.acquire()
             self.lease.start_renewing(on_lost=self.lease_lost.append)
             state["leased"] = True
+        elif self.lease is not None:
+            # A restart proves the lease first: after a lapse another deployment may have taken it over, and the
+            # query would write its next offsets entry (and a state check repair files) before any batch's guard.
+            self.lease.check()
         if self.integrity is not None and state["verify"]:
             self.integrity.verify_and_repair()
             state["verify"] = False
@@ -183,6 +187,9 @@ class Job:
             while True:
                 if self.stop_requested:
                     return EXIT_STOPPED
+                if self.lease_lost:  # found by the renewal thread during a backoff
+                    say(f"stopped: {self.lease_lost[0]}")
+                    return EXIT_LEASE_LOST
                 try:
                     query = self._start(state, guard)
                 except LeaseHeld as held:
@@ -194,8 +201,8 @@ class Job:
                 except Exception as error:  # S3 or Kafka unreachable while starting: as transient as a failure
                     if self.stop_requested:
                         return EXIT_STOPPED  # stopped while starting: the failure is the stop's doing
-                    code = self._failed(policy, state, classify(str(error)),
-                                        root_cause(f"{type(error).__module__}.{type(error).__name__}: {error}"))
+                    named = f"{type(error).__module__}.{type(error).__name__}: {error}"  # the name says LeaseLost
+                    code = self._failed(policy, state, classify(named), root_cause(named))
                     if code is not None:
                         return code
                     continue
@@ -246,11 +253,14 @@ class Job:
             say(f"integrity: the last commit was not recorded at the stop ({type(error).__name__})")
 
     def _sleep(self, seconds: float) -> bool:
-        """Back off; True if a stop was requested meanwhile."""
+        """Back off; True if a stop was requested meanwhile. A lease found lost ends the wait early (the loop then
+        stops the job)."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if self.stop_requested:
                 return True
+            if self.lease_lost:
+                return False
             time.sleep(min(0.2, deadline - time.monotonic()))
         return bool(self.stop_requested)
 

@@ -16,8 +16,8 @@ Here every deployment holds `<checkpoint>/_lease` before it starts Spark:
   lease over ends the deployment (LeaseLost). A lease that ran out while S3 could not be reached only fails the
   batch (LeaseUnconfirmed): nobody is known to hold it, and the next attempt's renewal, conditional on the ETag
   this deployment last wrote, either proves nobody wrote the lease since (it goes on) or finds the new holder
-  (LeaseLost). Measured: a 40 s S3 outage during a batch ended the hardened job (exit 6) when such a lapse was
-  final (the nightly of 2026-11-26, checkpoint-commit-failures).
+  (LeaseLost). A restarted query checks the lease before it starts (job/__main__.py), so a deployment that was
+  taken over during a lapse writes nothing more, not even the next offsets entry (docs/job.md has the history).
 - stop: renewal ends and the lease runs out after its TTL (it is never deleted: MinIO ignores If-Match on
   DELETE, so a delete could remove another deployment's fresh lease). A restarted instance of the same
   deployment takes it back at once; another deployment waits for the expiry.
@@ -45,6 +45,26 @@ class LeaseHeld(Exception):
 
 class LeaseLost(Exception):
     """This deployment no longer owns its checkpoint: it must stop before it commits or writes anything."""
+
+
+class LeaseUnreadable(Exception):
+    """A renewal's precondition failed and the lease could not be read back to see whose it is: transient."""
+
+
+def out_of_reach(error: Exception) -> bool:
+    """S3 did not answer (a refused or reset connection, a timeout) or answered that it is overloaded: an outage,
+    which says nothing about who holds the lease. An answer (access denied, no such bucket) or a bug is not one."""
+    if isinstance(error, (OSError, LeaseUnreadable)):
+        return True
+    try:
+        from minio.error import S3Error, ServerError
+        from urllib3.exceptions import HTTPError
+    except ImportError:  # the job always has both; a bare test environment may not
+        return False
+    if isinstance(error, (HTTPError, ServerError)):
+        return True
+    return isinstance(error, S3Error) and error.code in ("SlowDown", "ServiceUnavailable", "InternalError",
+                                                         "RequestTimeout")
 
 
 class LeaseUnconfirmed(Exception):
@@ -141,18 +161,23 @@ class CheckpointLease:
                 raise LeaseLost(self.lost)
             if self.record is None or self.etag is None:
                 raise LeaseLost("the lease was never acquired")
-            record = self._new_record(self.record.fencing)
-            try:
-                self.etag = self.store.put_if_match(self.key, record.to_bytes(), self.etag)
-            except PreconditionFailed:
-                current = self._current()
-                if current is not None and current[0].instance == self.instance:
-                    # Our own write landed but its answer was lost, and the client's retry found the new ETag.
-                    self.record, self.etag = current
+            for _attempt in range(2):
+                record = self._new_record(self.record.fencing)
+                try:
+                    self.etag = self.store.put_if_match(self.key, record.to_bytes(), self.etag)
+                    self.record = record
                     return
-                self.lost = self._describe_loss(current)
-                raise LeaseLost(self.lost) from None
-            self.record = record
+                except PreconditionFailed:
+                    current = self._current()
+                if current is None:  # neither ours nor anyone else's is proven: an outage, not a loss
+                    raise LeaseUnreadable(f"the lease on {self.checkpoint_uri} changed and could not be read back")
+                if current[0].instance != self.instance:
+                    self.lost = self._describe_loss(current)
+                    raise LeaseLost(self.lost)
+                # Our own earlier write landed but its answer was lost (an outage that dropped answers, not
+                # requests): take its ETag and write a fresh expiry over it, since that write may be long expired.
+                self.record, self.etag = current
+            raise LeaseUnreadable(f"the lease on {self.checkpoint_uri} kept changing under this instance's writes")
 
     def _current(self) -> tuple[LeaseRecord, str] | None:
         try:
@@ -168,11 +193,13 @@ class CheckpointLease:
                 f"commit (this deployment had fencing {self.record.fencing if self.record else '?'})")
 
     def check(self) -> None:
-        """Prove this process holds the lease now, or raise LeaseLost. Called before each batch is computed and
-        again before its output is written: a conditional renewal per call, so a takeover is seen before the
-        next batch commits, not only at the next renewal period. If S3 cannot be reached, the lease still
-        counts until its expiry by our own clock (the batch's own S3 writes fail anyway meanwhile); past it the
-        batch stops with LeaseUnconfirmed, and a later check that reaches S3 renews the lease or loses it."""
+        """Prove this process holds the lease now, or raise LeaseLost or LeaseUnconfirmed. Called before each batch
+        is computed, again before its output is written, and before a restarted query starts: a conditional renewal
+        per call, so a takeover is seen before the next batch commits, not only at the next renewal period. If S3
+        cannot be reached, the lease still counts until its expiry by our own clock (the batch's own S3 writes fail
+        anyway meanwhile); past it the batch stops with LeaseUnconfirmed, and a later check that reaches S3 renews
+        the lease or loses it. Any other failure to renew past the expiry (an answer such as access denied, or a
+        bug) is a loss, as it always was."""
         if self.lost:
             raise LeaseLost(self.lost)
         if self.record is None:
@@ -182,11 +209,14 @@ class CheckpointLease:
         except LeaseLost:
             raise
         except Exception as error:
-            if self.record.expires_at_ms <= self._now_ms():
-                raise LeaseUnconfirmed(f"the lease on {self.checkpoint_uri} ran out while S3 could not be reached "
-                                       f"({type(error).__name__}: {str(error)[:200]}); stopping this batch before "
-                                       "it writes: the next attempt renews the lease only if nobody took it "
-                                       "over") from None
+            if self.record.expires_at_ms > self._now_ms():
+                return
+            what = f"({type(error).__name__}: {str(error)[:200]})"
+            if not out_of_reach(error):
+                raise LeaseLost(f"the lease on {self.checkpoint_uri} expired and could not be renewed {what}") from None
+            raise LeaseUnconfirmed(f"the lease on {self.checkpoint_uri} ran out while S3 could not be reached "
+                                   f"{what}; stopping this batch before it writes output or commits: the next "
+                                   "attempt renews the lease only if nobody took it over") from None
 
     def start_renewing(self, on_lost: Callable[[str], None]) -> None:
         def loop() -> None:

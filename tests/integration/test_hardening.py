@@ -139,6 +139,7 @@ def test_a_lease_that_runs_out_while_s3_is_cut_off_is_renewed_after_unless_it_wa
                                  stack.credentials.secret_key, stack.info.bucket)  # past the proxy: never cut off
     kept = CheckpointLease(proxied, key, "keeper", "s3a://test/lapse", ttl_s=2, say=lambda line: None)
     kept.acquire()
+    before = LeaseRecord.from_bytes(direct.get(key)[0])
     try:
         stack.toxiproxy.set_enabled("s3", False)
         time.sleep(2.5)  # past the TTL, with S3 out of reach
@@ -147,7 +148,8 @@ def test_a_lease_that_runs_out_while_s3_is_cut_off_is_renewed_after_unless_it_wa
     finally:
         stack.toxiproxy.set_enabled("s3", True)
     kept.check()  # nobody wrote the lease meanwhile: the conditional renewal succeeds
-    assert LeaseRecord.from_bytes(direct.get(key)[0]).instance == kept.instance
+    after = LeaseRecord.from_bytes(direct.get(key)[0])
+    assert after.instance == kept.instance and after.expires_at_ms > before.expires_at_ms  # renewed, not just read
 
     try:
         stack.toxiproxy.set_enabled("s3", False)

@@ -9,26 +9,32 @@ import pytest
 
 from job.lease import CheckpointLease, LeaseLost, LeaseRecord, LeaseUnconfirmed
 from job.objectstore import Missing, PreconditionFailed
-from job.supervisor import classify, out_of_reach, root_cause
+from job.supervisor import RestartPolicy, classify, out_of_reach, root_cause
 
 KEY = "dep/checkpoint/_lease"
 
 
-class Unreachable(Exception):
-    """What the S3 client raises while the store is cut off (a read timeout, a refused connection)."""
+class Denied(Exception):
+    """An answer from S3 that is not an outage (access denied, say)."""
 
 
 class MemoryStore:
-    """The three calls the lease makes, with S3's conditional-write semantics (If-None-Match: *, If-Match)."""
+    """The three calls the lease makes, with S3's conditional-write semantics (If-None-Match: *, If-Match). Cut off
+    (`reachable` False) it refuses every call, as a disabled proxy does; `answers_lost` True stores writes but loses
+    their answers, as a timeout downstream of S3 does; `denied` True answers every call with a refusal."""
 
     def __init__(self) -> None:
         self.objects: dict[str, tuple[bytes, str]] = {}
         self.reachable = True
+        self.answers_lost = False
+        self.denied = False
         self._etags = (f"etag-{n}" for n in itertools.count(1))
 
     def _reach(self) -> None:
         if not self.reachable:
-            raise Unreachable("Max retries exceeded (ReadTimeoutError)")
+            raise ConnectionRefusedError(111, "Connection refused")
+        if self.denied:
+            raise Denied("AccessDenied")
 
     def get(self, key: str) -> tuple[bytes, str]:
         self._reach()
@@ -46,7 +52,10 @@ class MemoryStore:
         self._reach()
         if key not in self.objects or self.objects[key][1] != etag:
             raise PreconditionFailed(key)
-        return self._put(key, data)
+        stored = self._put(key, data)
+        if self.answers_lost:
+            raise TimeoutError("read timed out")  # stored, but the answer never came
+        return stored
 
     def _put(self, key: str, data: bytes) -> str:
         etag = next(self._etags)
@@ -94,6 +103,36 @@ def test_after_a_lapse_the_next_check_that_reaches_s3_renews_the_lease_if_nobody
     assert (record.owner, record.fencing, record.expires_at_ms) == ("dep", 1, int((clock.now + 15) * 1000))
 
 
+def test_a_renewal_stored_while_its_answer_was_lost_is_taken_back_and_written_fresh():
+    """A timeout downstream of S3 stores the renewals and loses their answers: the lease's next renewal finds an
+    ETag it did not hear of, reads its own instance there, and writes a fresh expiry over it (the stored one ran out
+    during the outage)."""
+    store, clock = MemoryStore(), Clock()
+    lease = leased(store, clock)
+    store.answers_lost = True
+    clock.now += 5
+    lease.check()  # stored (expiry 1,020 s), answer lost: the lease still counts by our clock
+    clock.now += 35
+    with pytest.raises(LeaseUnconfirmed):
+        lease.check()  # stored again (expiry 1,055 s), answer lost, and the one we knew of ran out
+    store.answers_lost = False
+    lease.check()
+    record = LeaseRecord.from_bytes(store.objects[KEY][0])
+    assert (record.owner, record.expires_at_ms) == ("dep", int((clock.now + 15) * 1000))
+    assert lease.record == record and lease.etag == store.objects[KEY][1]
+
+
+def test_past_its_expiry_an_answer_that_is_not_an_outage_is_a_loss():
+    store, clock = MemoryStore(), Clock()
+    lease = leased(store, clock)
+    store.denied = True
+    clock.now += 10
+    lease.check()  # still valid by our clock
+    clock.now += 10
+    with pytest.raises(LeaseLost, match="expired and could not be renewed .Denied"):
+        lease.check()
+
+
 def test_after_a_lapse_a_takeover_is_found_and_is_final():
     store, clock = MemoryStore(), Clock()
     lease = leased(store, clock)
@@ -113,7 +152,7 @@ def test_after_a_lapse_a_takeover_is_found_and_is_final():
 
 def test_the_supervisor_restarts_a_lapse_and_stops_on_a_loss():
     """The text a failed batch carries to the supervisor: a lapse is an outage (restarted within the budget, never
-    counted as a repeating failure to repair), a loss is fatal."""
+    counted as a repeating failure to repair), a loss is fatal; and a restart's own check says the same by name."""
     store, clock = MemoryStore(), Clock()
     lease = leased(store, clock)
     store.reachable = False
@@ -122,8 +161,13 @@ def test_the_supervisor_restarts_a_lapse_and_stops_on_a_loss():
         lease.check()
     lapsed = f"Traceback (most recent call last):\njob.lease.LeaseUnconfirmed: {lapse.value}"
     assert classify(lapsed) == "transient" and out_of_reach(root_cause(lapsed))
+    policy = RestartPolicy(budget=20)
+    for _ in range(4):  # an outage repeats the same way until it ends: never taken for a failure to repair
+        policy.failed(root_cause(lapsed))
+    assert not policy.repeating()
     store.reachable = True
     leased(store, clock, owner="other")
     with pytest.raises(LeaseLost) as loss:
         lease.check()
     assert classify(f"Traceback (most recent call last):\njob.lease.LeaseLost: {loss.value}") == "fatal"
+    assert classify(f"job.lease.LeaseLost: {loss.value}") == "fatal"  # as job/__main__.py names a start's failure
