@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .history import read_history
 from .spec import ExperimentSpec
+from .store import RESULT_FILE
 
 
 def _seconds(start: str, end: str) -> float:
@@ -32,7 +33,7 @@ def lane_of(records: list[dict]) -> str | None:
     parts = Path(str(log)).parts if log else ()
     # logs/<topology>/ alone (a one-lane run's cluster stack) is not a lane
     lane = parts[1] if len(parts) == 3 and parts[0] == "logs" else None
-    return lane if lane is not None and re.fullmatch(r"lane-\d+(-\w+)?", lane) else None
+    return lane if lane is not None and re.fullmatch(r"lane-\d+(-[\w-]+)?", lane) else None
 
 
 def arm_timing(history_path: Path) -> dict:
@@ -60,7 +61,7 @@ def beside(arms: list[dict]) -> None:
     (at least one), longest first."""
     for arm in arms:
         found = [(f"{other['experiment']}/{other['profile']}", round(_overlap_s(arm, other)))
-                 for other in arms if other is not arm and other["lane"] != arm["lane"]]
+                 for other in arms if other is not arm and other["lane"] and other["lane"] != arm["lane"]]
         arm["beside"] = [{"arm": name, "overlap_s": seconds}
                          for name, seconds in sorted(found, key=lambda item: -item[1]) if seconds >= 1]
 
@@ -88,7 +89,7 @@ def suite_timing(run_dir: Path) -> dict:
             phases = spec.phases_of(arm.profile)  # an arm running a subset of the faults runs its own inject
             scheduled += phases.total
             arms.append({"experiment": name, "profile": arm.profile, "scheduled_s": round(phases.total, 1),
-                         **arm_timing(history), "verdict": _verdict(experiment / arm.profile / "result.json")})
+                         **arm_timing(history), "verdict": _verdict(experiment / arm.profile / RESULT_FILE)})
     if any(arm["lane"] for arm in arms):
         beside(arms)
     wall = _seconds(run["started"], run["ended"]) if run.get("ended") else None
@@ -99,13 +100,14 @@ def suite_timing(run_dir: Path) -> dict:
 
 def print_timing(timing: dict) -> None:
     lanes = any(arm["lane"] for arm in timing["arms"])
-    print(f"{'experiment / arm':<40} {'scheduled':>9} {'phases':>7} {'warm-up':>8} {'arm wall':>9}  {'verdict':<8}"
+    width = max([len("verdict")] + [len(arm["verdict"] or "-") for arm in timing["arms"]])
+    print(f"{'experiment / arm':<40} {'scheduled':>9} {'phases':>7} {'warm-up':>8} {'arm wall':>9}  {'verdict':<{width}}"
           + (f"  {'lane':<14} beside it (overlap)" if lanes else ""))
     for arm in timing["arms"]:
         cells = [f"{arm[k]:.0f} s" if arm[k] is not None else "-" for k in ("scheduled_s", "phases_s", "warm_up_s",
                                                                               "wall_s")]
         line = (f"{arm['experiment'] + ' / ' + arm['profile']:<40} {cells[0]:>9} {cells[1]:>7} {cells[2]:>8} "
-                f"{cells[3]:>9}  {arm['verdict'] or '-':<8}")
+                f"{cells[3]:>9}  {arm['verdict'] or '-':<{width}}")
         if lanes:
             others = ", ".join(f"{b['arm']} ({b['overlap_s']} s)" for b in arm.get("beside", [])) or "alone"
             line += f"  {arm['lane'] or '-':<14} {others}"
