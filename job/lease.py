@@ -51,7 +51,7 @@ class LeaseUnreadable(Exception):
     """A renewal's precondition failed and the lease could not be read back to see whose it is: transient."""
 
 
-def out_of_reach(error: Exception) -> bool:
+def _is_outage(error: Exception) -> bool:
     """S3 did not answer (a refused or reset connection, a timeout) or answered that it is overloaded: an outage,
     which says nothing about who holds the lease. An answer (access denied, no such bucket) or a bug is not one."""
     if isinstance(error, (OSError, LeaseUnreadable)):
@@ -212,7 +212,7 @@ class CheckpointLease:
             if self.record.expires_at_ms > self._now_ms():
                 return
             what = f"({type(error).__name__}: {str(error)[:200]})"
-            if not out_of_reach(error):
+            if not _is_outage(error):
                 raise LeaseLost(f"the lease on {self.checkpoint_uri} expired and could not be renewed {what}") from None
             raise LeaseUnconfirmed(f"the lease on {self.checkpoint_uri} ran out while S3 could not be reached "
                                    f"{what}; stopping this batch before it writes output or commits: the next "
