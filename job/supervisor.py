@@ -41,6 +41,7 @@ UNREACHABLE = r"ConnectException|Connection refused|Connection reset|SocketTimeo
 # says that something was out of reach (an outage repeats the same way until it ends; the budget bounds that).
 OUT_OF_REACH = (UNREACHABLE + r"|TimeoutException|[Tt]imed out|timeout|SlowDown|Service Unavailable|InternalError"
                 r"|Throttl|UnknownHost|NoRouteToHost|ExecutorLost|Lost executor|[Ee]xecutor.*(?:lost|exited)"
+                r"|FetchFailed|Missing an output location"  # shuffle output gone with its executors
                 r"|503|500 |Status Code: 5\d\d|NotLeaderOrFollower|node assignment|disconnected|LeaseUnconfirmed")
 REPEATS_BEFORE_STOP = 3
 
@@ -50,10 +51,14 @@ def first_line(text: str | None, limit: int = 300) -> str:
     return line[:limit]
 
 
-_EXCEPTION_LINE = re.compile(r"^\s*(?:Caused by: )?([a-zA-Z_][\w.$]*(?:Error|Exception|Lost|Held|Exceeded|Unconfirmed)): (.*)$")
+# py4j prints the Java exception it wraps on a line of its own after ": ".
+_EXCEPTION_LINE = re.compile(r"^\s*(?:Caused by: |: )?([a-zA-Z_][\w.$]*(?:Error|Exception|Lost|Held|Exceeded|Unconfirmed)): "
+                             r"(.*)$")
 # Wrappers say that something failed, not what: the cause is below them.
 _WRAPPERS = ("py4j.", "Py4J", "pyspark.errors", "StreamingQueryException", "ForeachBatchUserFuncException",
              "org.apache.spark.SparkException", "java.util.concurrent.ExecutionException")
+# ...except a stage Spark gave up on: its reason is in the wrapper's own message, often with no `Caused by:` below.
+_SAYS_WHAT = re.compile(r"Job aborted due to stage failure")
 
 
 def root_cause(text: str | None, limit: int = 300) -> str:
@@ -62,8 +67,12 @@ def root_cause(text: str | None, limit: int = 300) -> str:
     causes = []
     for line in (text or "").splitlines():
         match = _EXCEPTION_LINE.match(line)
-        if match and not match.group(1).split(".")[-1].startswith(_WRAPPERS) and not match.group(1).startswith(_WRAPPERS):
-            causes.append(f"{match.group(1)}: {match.group(2).strip()}")
+        if match is None:
+            continue
+        wrapper = match.group(1).split(".")[-1].startswith(_WRAPPERS) or match.group(1).startswith(_WRAPPERS)
+        if not wrapper or _SAYS_WHAT.match(match.group(2)):
+            # a stage's call site is a path into the job's venv: noise that would crowd out the reason
+            causes.append(re.sub(r" \(call at [^)]*\)", "", f"{match.group(1)}: {match.group(2).strip()}"))
     return (causes[-1] if causes else first_line(text))[:limit]
 
 

@@ -11,7 +11,7 @@ import pytest
 from job.checkpoint import record_problem
 from job.integrity import IntegrityError, StateFile, parse_listing, plan_recovery, snapshot_ssts
 from job.objectstore import Listed
-from job.supervisor import BudgetExceeded, RestartPolicy, classify
+from job.supervisor import BudgetExceeded, RestartPolicy, classify, out_of_reach, root_cause
 
 ROOT = "dep/checkpoint"
 
@@ -382,3 +382,30 @@ def test_a_start_over_leaves_state_offsets_and_commits_empty_markers_and_unfinis
     assert not [k for k in store.objects if k.startswith("dep/output/")]  # moved aside, to quarantine
     journal = [json.loads(v) for k, v in store.objects.items() if "/rollbacks/" in k]
     assert [j["status"] for j in journal] == ["done"]
+
+
+def test_a_stage_spark_gave_up_on_is_named_by_its_reason_not_by_the_python_proxy_wrapping_it():
+    # the shape of a foreachBatch failure (measured: cluster-executor-lost's crash loop, 2026-11-26): py4j's
+    # wrapper first, the Java exception on a line of its own after ": ", no `Caused by:` naming anything better
+    text = "\n".join([
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: An exception was raised by the Python Proxy. "
+        "Return Message: Traceback (most recent call last):",
+        '  File "/x/py4j/protocol.py", line 327, in get_return_value',
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o1247.collectToPython.",
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: ResultStage 49 (call at "
+        "/x/.venv/lib/python3.11/site-packages/py4j/clientserver.py:644) has failed the maximum allowable number of "
+        "times: 4. Most recent failure reason: org.apache.spark.shuffle.MetadataFetchFailedException: Missing an "
+        "output location for shuffle 24 partition 3",
+        "\tat org.apache.spark.MapOutputTracker$.validateStatus(MapOutputTracker.scala:1983)",
+        "Caused by: py4j.Py4JException: An exception was raised by the Python Proxy. Return Message: Traceback",
+    ])
+    cause = root_cause(text)
+    assert cause.startswith("org.apache.spark.SparkException: Job aborted due to stage failure: ResultStage 49 has "
+                            "failed the maximum allowable number of times: 4."), cause
+    assert "Missing an output location" in cause and "call at" not in cause
+    assert classify(text) == "transient" and out_of_reach(cause)  # its executors were lost: an outage, restarted
+    # a deeper cause below a stage failure still wins, and a plain wrapper never names a failure
+    deeper = text + "\nCaused by: java.net.SocketTimeoutException: Read timed out"
+    assert root_cause(deeper) == "java.net.SocketTimeoutException: Read timed out"
+    assert root_cause(": org.apache.spark.SparkException: Writing job aborted") == \
+        ": org.apache.spark.SparkException: Writing job aborted"
