@@ -51,9 +51,9 @@ def first_line(text: str | None, limit: int = 300) -> str:
     return line[:limit]
 
 
-# py4j prints the Java exception it wraps on a line of its own after ": ".
-_EXCEPTION_LINE = re.compile(r"^\s*(?:Caused by: |: )?([a-zA-Z_][\w.$]*(?:Error|Exception|Lost|Held|Exceeded|Unconfirmed)): "
-                             r"(.*)$")
+# py4j prints the Java exception it wraps on a line of its own after ": " (the `py4j` group).
+_EXCEPTION_LINE = re.compile(r"^\s*(?:Caused by: |(?P<py4j>: ))?"
+                             r"([a-zA-Z_][\w.$]*(?:Error|Exception|Lost|Held|Exceeded|Unconfirmed)): (.*)$")
 # Wrappers say that something failed, not what: the cause is below them.
 _WRAPPERS = ("py4j.", "Py4J", "pyspark.errors", "StreamingQueryException", "ForeachBatchUserFuncException",
              "org.apache.spark.SparkException", "java.util.concurrent.ExecutionException")
@@ -63,17 +63,21 @@ _SAYS_WHAT = re.compile(r"Job aborted due to stage failure")
 
 def root_cause(text: str | None, limit: int = 300) -> str:
     """The line that names a failure: the deepest exception that is not a wrapper (a Python error raised in
-    foreachBatch is wrapped by py4j and Spark; a Java one sits in a `Caused by:` chain), else the first line."""
-    causes = []
+    foreachBatch is wrapped by py4j and Spark; a Java one sits in a `Caused by:` chain); where there is none, the
+    stage Spark gave up on, whose message carries the reason; else the first line."""
+    causes, stages = [], []
     for line in (text or "").splitlines():
         match = _EXCEPTION_LINE.match(line)
         if match is None:
             continue
-        wrapper = match.group(1).split(".")[-1].startswith(_WRAPPERS) or match.group(1).startswith(_WRAPPERS)
-        if not wrapper or _SAYS_WHAT.match(match.group(2)):
+        found = f"{match.group(2)}: {match.group(3).strip()}"
+        wrapper = match.group(2).split(".")[-1].startswith(_WRAPPERS) or match.group(2).startswith(_WRAPPERS)
+        if not wrapper and not match.group("py4j"):  # py4j's line is the top of a chain whose cause is below it
+            causes.append(found)
+        elif _SAYS_WHAT.match(match.group(3)):
             # a stage's call site is a path into the job's venv: noise that would crowd out the reason
-            causes.append(re.sub(r" \(call at [^)]*\)", "", f"{match.group(1)}: {match.group(2).strip()}"))
-    return (causes[-1] if causes else first_line(text))[:limit]
+            stages.append(re.sub(r" \(call at [^)]*\)", "", found))
+    return (causes[-1] if causes else stages[-1] if stages else first_line(text))[:limit]
 
 
 def classify(description: str) -> str:

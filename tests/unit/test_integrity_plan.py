@@ -409,3 +409,6 @@ def test_a_stage_spark_gave_up_on_is_named_by_its_reason_not_by_the_python_proxy
     assert root_cause(deeper) == "java.net.SocketTimeoutException: Read timed out"
     assert root_cause(": org.apache.spark.SparkException: Writing job aborted") == \
         ": org.apache.spark.SparkException: Writing job aborted"
+    # py4j's own line tops a chain: a `Caused by:` names the failure even when the chain is printed again after it
+    assert root_cause("Caused by: java.net.SocketTimeoutException: Read timed out\n"
+                      ": java.io.IOException: an upload failed") == "java.net.SocketTimeoutException: Read timed out"
