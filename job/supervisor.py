@@ -41,7 +41,6 @@ UNREACHABLE = r"ConnectException|Connection refused|Connection reset|SocketTimeo
 # says that something was out of reach (an outage repeats the same way until it ends; the budget bounds that).
 OUT_OF_REACH = (UNREACHABLE + r"|TimeoutException|[Tt]imed out|timeout|SlowDown|Service Unavailable|InternalError"
                 r"|Throttl|UnknownHost|NoRouteToHost|ExecutorLost|Lost executor|[Ee]xecutor.*(?:lost|exited)"
-                r"|FetchFailed|Missing an output location"  # shuffle output gone with its executors
                 r"|503|500 |Status Code: 5\d\d|NotLeaderOrFollower|node assignment|disconnected|LeaseUnconfirmed")
 REPEATS_BEFORE_STOP = 3
 
@@ -75,8 +74,8 @@ def root_cause(text: str | None, limit: int = 300) -> str:
         if not wrapper and not match.group("py4j"):  # py4j's line is the top of a chain whose cause is below it
             causes.append(found)
         elif _SAYS_WHAT.match(match.group(3)):
-            # a stage's call site is a path into the job's venv: noise that would crowd out the reason
-            stages.append(re.sub(r" \(call at [^)]*\)", "", found))
+            # a stage's call site ("call at", "start at" a path into the venv) would crowd out the reason
+            stages.append(re.sub(r" \([^()]* at [^()]*\)", "", found))
     return (causes[-1] if causes else stages[-1] if stages else first_line(text))[:limit]
 
 
@@ -101,7 +100,9 @@ def signature(cause: str) -> str:
 
 
 def out_of_reach(cause: str) -> bool:
-    return bool(re.search(OUT_OF_REACH, cause or ""))
+    # A stage Spark gave up on failed every attempt: its repeat is a repeat, whatever its last attempt met (an
+    # executor killed by its own task, a poison batch, reads like one lost to an outage).
+    return bool(re.search(OUT_OF_REACH, cause or "")) and not _SAYS_WHAT.search(cause or "")
 
 
 class BudgetExceeded(Exception):

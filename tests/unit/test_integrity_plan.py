@@ -403,7 +403,18 @@ def test_a_stage_spark_gave_up_on_is_named_by_its_reason_not_by_the_python_proxy
     assert cause.startswith("org.apache.spark.SparkException: Job aborted due to stage failure: ResultStage 49 has "
                             "failed the maximum allowable number of times: 4."), cause
     assert "Missing an output location" in cause and "call at" not in cause
-    assert classify(text) == "transient" and out_of_reach(cause)  # its executors were lost: an outage, restarted
+    assert classify(f"{cause}\n{text}") == "transient"  # as job/__main__.py classifies it: restarted
+    # ...but not as an outage: the same stage given up on three times with no batch between is a repeat (executors
+    # killed by their own task, a poison batch, read like executors lost to an outage)
+    assert not out_of_reach(cause)
+    policy = RestartPolicy(budget=20, clock=lambda: 0.0)
+    for _ in range(3):
+        policy.failed(root_cause(text.replace("ResultStage 49", "ResultStage 50")))
+    assert policy.repeating()
+    lost = text.replace("org.apache.spark.shuffle.MetadataFetchFailedException: Missing an output location for "
+                        "shuffle 24 partition 3", "ExecutorLostFailure (executor 7 exited caused by one of the "
+                        "running tasks) Reason: Command exited with code 137").replace("(call at", "(start at")
+    assert "start at" not in root_cause(lost) and not out_of_reach(root_cause(lost))
     # a deeper cause below a stage failure still wins, and a plain wrapper never names a failure
     deeper = text + "\nCaused by: java.net.SocketTimeoutException: Read timed out"
     assert root_cause(deeper) == "java.net.SocketTimeoutException: Read timed out"
