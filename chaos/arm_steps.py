@@ -98,6 +98,7 @@ class ArmContext:
         self.history.watch(patterns)
         self.logs = LogScanner(patterns, self.history, stack.run_dir)
         self.arm.on_start = self._job_started
+        self.arm.before_start = self.record_own_exit  # a heal restarting a driver that ended by itself
         # The faults this arm runs, by their index in the spec (the realised schedule is the same for both arms).
         chosen = spec.arm(profile).faults
         self.fault_indices = list(range(len(spec.faults))) if chosen is None else list(chosen)
@@ -111,6 +112,17 @@ class ArmContext:
         self.acked = 0  # events the broker acknowledged so far (produce)
         self.last_start: float | None = None  # monotonic time of the latest driver start (a disruption, like a heal)
         self.sampler: Sampler | None = None  # while the probes sample
+        self.own_exit_recorded: object | None = None  # the driver whose own exit the history has (at its time)
+
+    def record_own_exit(self) -> None:
+        """A driver that ended by itself, with no signal of the harness's, is recorded as it is seen to end (the
+        phase clock looks every second), so the history says when, not only that it had ended by the arm's end."""
+        job = self.arm.job
+        if job is None or job is self.own_exit_recorded or job.alive() or job.signalled_to_end:
+            return
+        self.own_exit_recorded = job
+        self.history.job("exited", "job-driver", code=job.returncode)
+        self.say(f"the job's driver ended by itself (exit {job.returncode}); see {job.log_path}")
 
     def _job_started(self, process) -> None:
         self.logs.watch(process.log_path)
@@ -464,6 +476,7 @@ class PhaseClock:
         while time.monotonic() < due():
             time.sleep(min(1.0, max(0.0, due() - time.monotonic())))
             now = time.monotonic()
+            self.ctx.record_own_exit()
             if now - self.last_progress >= PROGRESS_EVERY_S:
                 self.last_progress = now
                 self.ctx.say(self._progress_line(now))

@@ -104,6 +104,8 @@ class JobArm:
         self._second_starts = 0
         self.second: ManagedProcess | None = None
         self.on_start: Callable[[ManagedProcess], None] = lambda process: None  # e.g. the log scanner
+        # before a new driver replaces the last one: e.g. recording that one's own exit while it is still the job
+        self.before_start: Callable[[], None] = lambda: None
 
     # -- paths ---------------------------------------------------------------------------------------------
     @property
@@ -128,6 +130,7 @@ class JobArm:
                      info.replication_factor, info.min_insync_replicas)
 
     def start_job(self) -> ManagedProcess:
+        self.before_start()
         self._job_starts += 1
         args = ["--profile", self.config.profile, "--topic", self.state.topic,
                 "--deployment", self.state.deployment, "--progress-file", str(self.progress_path),

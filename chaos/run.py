@@ -171,8 +171,10 @@ class ArmRun:
                 producer.join(timeout=300)
                 if not clock.ended_early:
                     ctx.arm.drain()
+            ctx.record_own_exit()  # ended by itself in the drain: recorded as such, not as the arm's stop
             ctx.arm.stop_job()
-            ctx.history.job("exited", "job-driver", code=ctx.arm.job.returncode if ctx.arm.job else None)
+            if ctx.arm.job is None or ctx.arm.job is not ctx.own_exit_recorded:
+                ctx.history.job("exited", "job-driver", code=ctx.arm.job.returncode if ctx.arm.job else None)
         except InfraError as exc:
             ctx.history.error(str(exc))
             ctx.say(f"environment error: {exc}")

@@ -28,6 +28,8 @@ class ManagedProcess:
             self._popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                            env=env, cwd=cwd, start_new_session=True)
         self.pid = self._popen.pid
+        # Set once a signal that ends processes was sent: an exit after it was asked for, not the process's own.
+        self.signalled_to_end = False
 
     def alive(self) -> bool:
         return self._popen.poll() is None
@@ -38,6 +40,7 @@ class ManagedProcess:
 
     def signal(self, signum: int) -> None:
         """Signal the whole process group (the component and its children)."""
+        self._note(signum)
         try:
             os.killpg(self.pid, signum)
         except ProcessLookupError:
@@ -46,10 +49,16 @@ class ManagedProcess:
     def signal_leader(self, signum: int) -> None:
         """Signal only the process itself, e.g. a graceful stop of a PySpark driver: its JVM must not get
         the SIGTERM too, or it shuts the SparkContext down under the running query."""
+        self._note(signum)
         try:
             os.kill(self.pid, signum)
         except ProcessLookupError:
             pass
+
+    def _note(self, signum: int) -> None:
+        # a signal to a process that had already ended by itself asks nothing of it
+        if self._popen.poll() is None and signum not in (signal.SIGSTOP, signal.SIGCONT, signal.SIGTSTP, 0):
+            self.signalled_to_end = True
 
     def wait(self, timeout: float | None = None) -> int | None:
         try:

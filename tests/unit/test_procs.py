@@ -36,3 +36,43 @@ def _with_marker() -> list[int]:
         except OSError:
             pass
     return found
+
+
+def test_a_driver_that_ends_by_itself_is_recorded_once_as_it_ends_and_one_the_harness_ended_is_not(tmp_path):
+    import json
+    import signal
+    import sys
+    import types
+
+    from chaos.arm_steps import ArmContext
+    from chaos.history import HistoryWriter
+    from infra.procs import ManagedProcess
+
+    history = HistoryWriter(tmp_path / "history.jsonl")
+    said: list[str] = []
+    own = ManagedProcess("job", [sys.executable, "-c", "import sys; sys.exit(1)"], tmp_path / "own.log")
+    ctx = types.SimpleNamespace(arm=types.SimpleNamespace(job=own), own_exit_recorded=None, history=history,
+                                say=said.append)
+    own.wait(30)
+    ArmContext.record_own_exit(ctx)  # type: ignore[arg-type]
+    ArmContext.record_own_exit(ctx)  # type: ignore[arg-type]  # once per driver
+    own.stop(grace=1)  # the arm's stop after the job had ended by itself: still its own exit
+    assert not own.signalled_to_end
+    # a driver the harness signalled (a kill fault, a stop to damage its checkpoint, the arm's stop) is not its own
+    ended = ManagedProcess("job", [sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "ended.log")
+    ended.signal(signal.SIGKILL)
+    ended.wait(30)
+    ctx.arm.job = ended
+    ArmContext.record_own_exit(ctx)  # type: ignore[arg-type]
+    # a pause and its continuation end nothing
+    paused = ManagedProcess("job", [sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "paused.log")
+    paused.signal(signal.SIGSTOP)
+    paused.signal(signal.SIGCONT)
+    assert not paused.signalled_to_end
+    paused.stop(grace=5)
+    assert paused.signalled_to_end
+    history.close()
+    exits = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert [(e["event"], e["process"], e["code"]) for e in exits if e.get("type") == "job"] == [
+        ("exited", "job-driver", 1)]
+    assert said == [f"the job's driver ended by itself (exit 1); see {tmp_path / 'own.log'}"]

@@ -45,6 +45,7 @@ def test_the_phase_clock_marks_every_boundary_at_its_time():
     targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=())
     ctx = SimpleNamespace(
         phases=_Phases(), profile="hardened", say=lambda message: None, sampler=None, last_start=None,
+        record_own_exit=lambda: None,
         spec=SimpleNamespace(arm=lambda profile: SimpleNamespace(role="subject", targets=targets)),
         history=SimpleNamespace(phase=lambda name, boundary: marks.append((name, boundary))),
         logs=SimpleNamespace(mark=lambda: marks.append(("logs", "mark"))))
@@ -61,6 +62,7 @@ def _recovering_clock(extra: dict) -> PhaseClock:
     targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=(), extra=extra)
     ctx = SimpleNamespace(
         phases=_Phases(), profile="hardened", say=lambda message: None, sampler=None, last_start=None,
+        record_own_exit=lambda: None,
         spec=SimpleNamespace(arm=lambda profile: SimpleNamespace(role="subject", targets=targets)))
     clock = PhaseClock(ctx, FaultSchedule(ctx))  # type: ignore[arg-type]
     clock.t0 = time.monotonic() - 100.0  # the recover phase began long enough ago to end early
@@ -161,6 +163,7 @@ def test_the_phase_marks_after_the_inject_start_move_up_by_what_the_schedule_sav
     targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=())
     ctx = SimpleNamespace(
         phases=_Phases(), profile="hardened", say=lambda message: None, sampler=None, last_start=None,
+        record_own_exit=lambda: None,
         spec=SimpleNamespace(arm=lambda profile: SimpleNamespace(role="subject", targets=targets)),
         history=SimpleNamespace(phase=lambda name, boundary: marks.append((name, boundary, time.monotonic()))),
         logs=SimpleNamespace(mark=lambda: None))
