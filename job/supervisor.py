@@ -39,9 +39,12 @@ STATE_PATTERNS = (r"Bad table magic number", r"block checksum mismatch", r"ZipEx
 UNREACHABLE = r"ConnectException|Connection refused|Connection reset|SocketTimeout|SocketException|SdkClientException"
 # A failure that comes back the same way on every restart, with no batch in between, is not transient, unless it
 # says that something was out of reach (an outage repeats the same way until it ends; the budget bounds that).
+# An HTTP 5xx only as a status ("Status Code: 503", minio's "status code 503", "503 Slow Down"), never a number
+# that merely contains one (a batch 1503, an offset 25003).
 OUT_OF_REACH = (UNREACHABLE + r"|TimeoutException|[Tt]imed out|timeout|SlowDown|Service Unavailable|InternalError"
                 r"|Throttl|UnknownHost|NoRouteToHost|ExecutorLost|Lost executor|[Ee]xecutor.*(?:lost|exited)"
-                r"|503|500 |Status Code: 5\d\d|NotLeaderOrFollower|node assignment|disconnected|LeaseUnconfirmed")
+                r"|[Ss]tatus [Cc]ode:? 5\d\d|\b50[0-4] [A-Z]"
+                r"|NotLeaderOrFollower|node assignment|disconnected|LeaseUnconfirmed")
 REPEATS_BEFORE_STOP = 3
 
 

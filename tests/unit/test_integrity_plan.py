@@ -423,3 +423,16 @@ def test_a_stage_spark_gave_up_on_is_named_by_its_reason_not_by_the_python_proxy
     # py4j's own line tops a chain: a `Caused by:` names the failure even when the chain is printed again after it
     assert root_cause("Caused by: java.net.SocketTimeoutException: Read timed out\n"
                       ": java.io.IOException: an upload failed") == "java.net.SocketTimeoutException: Read timed out"
+
+
+def test_an_http_5xx_is_an_outage_only_as_a_status_never_as_a_number_inside_another():
+    # as the S3 clients print them: the AWS SDK, minio-py (the lease and the manifests), a bare status line
+    for outage in ("software.amazon.awssdk.services.s3.model.S3Exception: Please reduce your request rate. "
+                   "(Service: S3, Status Code: 503, Request ID: 1)",
+                   "minio.error.ServerError: server failed with HTTP status code 500",
+                   "java.io.IOException: 503 Slow Down"):
+        assert out_of_reach(outage), outage
+    # a number that only contains 500 or 503 says nothing about reach: such a failure repeated is a repeat
+    for repeat in ("java.lang.IllegalStateException: batch 1503 has no offsets entry",
+                   "java.lang.IllegalStateException: expected offset 25003, found 25000"):
+        assert not out_of_reach(repeat), repeat
