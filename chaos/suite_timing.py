@@ -9,6 +9,10 @@ run's wall time is run.json's started → ended, so stack start, resets, judging
 
 In a `--lanes` run each arm also says its lane (from its job's log directory, logs/<lane>/) and which arms of the
 other lanes ran beside it, with the seconds they overlapped: a timed verdict that moved is read against them.
+
+Then where the arms' time went, summed over them (lane-seconds: on two lanes the wall is about half of it): their
+phases, their warm-ups, and the rest of their walls (the driver's stop, the drain, reading the topic back). The
+phases summed over the lanes is the wall no harness change can go below without shortening the experiments.
 """
 from __future__ import annotations
 
@@ -95,7 +99,19 @@ def suite_timing(run_dir: Path) -> dict:
     wall = _seconds(run["started"], run["ended"]) if run.get("ended") else None
     return {"run": str(run_dir), "suite": run.get("suite"), "status": run.get("status"), "arms": arms,
             "scheduled_phases_s": round(scheduled, 1), "wall_s": wall,
-            "overhead_ratio": round(wall / scheduled, 3) if wall and scheduled else None}
+            "overhead_ratio": round(wall / scheduled, 3) if wall and scheduled else None,
+            "arm_time": arm_time(arms)}
+
+
+def arm_time(arms: list[dict]) -> dict:
+    """The arms' walls summed, split into phases, warm-ups and the rest; and each lane's sum (one lane: "-")."""
+    def total(key: str, of: list[dict]) -> float:
+        return round(sum(arm[key] or 0.0 for arm in of), 1)
+    walls, phases, warm_ups = total("wall_s", arms), total("phases_s", arms), total("warm_up_s", arms)
+    lanes = sorted({arm["lane"] or "-" for arm in arms})
+    return {"walls_s": walls, "phases_s": phases, "warm_ups_s": warm_ups,
+            "rest_s": round(walls - phases - warm_ups, 1),
+            "lanes": {lane: total("wall_s", [arm for arm in arms if (arm["lane"] or "-") == lane]) for lane in lanes}}
 
 
 def print_timing(timing: dict) -> None:
@@ -115,3 +131,9 @@ def print_timing(timing: dict) -> None:
     wall = f"{timing['wall_s'] / 60:.1f} min" if timing["wall_s"] else "not ended"
     print(f"suite {timing['suite']} ({timing['status']}): wall {wall}, scheduled phases "
           f"{timing['scheduled_phases_s'] / 60:.1f} min, wall / scheduled = {timing['overhead_ratio']}")
+    spent = timing["arm_time"]
+    if spent["walls_s"]:
+        print(f"arm walls summed {spent['walls_s'] / 60:.1f} min: phases {spent['phases_s'] / 60:.1f}, warm-ups "
+              f"{spent['warm_ups_s'] / 60:.1f}, the rest (stop, drain, read-back) {spent['rest_s'] / 60:.1f}")
+    if len(spent["lanes"]) > 1:
+        print("per lane: " + ", ".join(f"{lane} {seconds / 60:.1f} min" for lane, seconds in spent["lanes"].items()))

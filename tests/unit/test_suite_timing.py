@@ -57,6 +57,8 @@ def test_the_recover_phase_ending_early_and_the_overhead_are_measured(tmp_path):
                                "verdict": None}]
     assert timing["scheduled_phases_s"] == 22.0 and timing["wall_s"] == 44.0
     assert timing["overhead_ratio"] == round(44 / 22, 3)
+    assert timing["arm_time"] == {"walls_s": 42.0, "phases_s": 17.0, "warm_ups_s": 20.0, "rest_s": 5.0,
+                                  "lanes": {"-": 42.0}}
 
 
 def test_in_a_lanes_run_each_arm_says_its_lane_and_what_ran_beside_it(tmp_path, capsys):
@@ -84,6 +86,9 @@ def test_in_a_lanes_run_each_arm_says_its_lane_and_what_ran_beside_it(tmp_path, 
     print_timing(suite_timing(run))
     out = capsys.readouterr().out
     assert "lane-2" in out and "three/hardened (22 s), one/hardened (12 s)" in out
+    # three 42 s arms: 66 s of phases, 60 of warm-ups; lane-1 ran two of them
+    assert "arm walls summed 2.1 min: phases 1.1, warm-ups 1.0, the rest (stop, drain, read-back) 0.0" in out
+    assert "per lane: lane-1 1.4 min, lane-2 0.7 min" in out
 
 
 def test_a_cluster_lanes_log_directory_names_its_lane_and_a_one_lane_run_has_none():
