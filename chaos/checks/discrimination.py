@@ -67,7 +67,7 @@ def discrimination_result(spec: ExperimentSpec | None, checks: Sequence[Check], 
 
     discriminating: a check FAILED or HANG on the control's data; not_discriminating: every check PASSED;
     inconclusive: neither (NODATA/UNKNOWN, or no check); waived: the spec's `cannot_discriminate` says why it
-    cannot, and nothing failed; not_run: no control (or no hardened targets) in this run. `verdict` is FAILED only
+    cannot, and nothing failed (or the control did not run); not_run: no control (or no hardened targets) in this run. `verdict` is FAILED only
     for not_discriminating under a suite's require_discrimination."""
     required = bool(spec is not None and spec.require_discrimination)
     waiver = spec.cannot_discriminate if spec is not None else None
@@ -80,7 +80,8 @@ def discrimination_result(spec: ExperimentSpec | None, checks: Sequence[Check], 
         measured = "not_discriminating"
     else:
         measured = "inconclusive"
-    status = "waived" if waiver and measured in ("not_discriminating", "inconclusive") else measured
+    # A waived experiment whose control a suite leaves out (the nightly: it runs in pre-release) stays waived.
+    status = "waived" if waiver and measured in ("not_discriminating", "inconclusive", "not_run") else measured
     if status == "discriminating":
         line = "a job without the hardening: " + "; ".join(f"{c.verdict} on {c.name} ({_short(c.message)})"
                                                            for c in failed)
@@ -94,7 +95,8 @@ def discrimination_result(spec: ExperimentSpec | None, checks: Sequence[Check], 
                 + ("; ".join(f"{c.name} could not be judged on its data ({_short(c.message)})" for c in unjudged)
                    if unjudged else "the hardened arm sets no target to judge it by"))
     elif status == "waived":
-        line = f"waived: {' '.join(str(waiver).split())} (measured: {measured.replace('_', ' ')})"
+        line = (f"waived: {' '.join(str(waiver).split())} (measured: "
+                + (f"not run: {not_run})" if not_run is not None else f"{measured.replace('_', ' ')})"))
     else:
         line = f"a job without the hardening: not run ({not_run})"
     return {"status": status, "required": required,

@@ -5,6 +5,7 @@ the stored real runs in tests/fixtures/runs pin what `chaos check` finds on them
 suite's flag, the waiver, the exit code, the report line and the junit case. Pure: no services."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import xml.etree.ElementTree as ET
@@ -136,7 +137,6 @@ def test_a_waiver_replaces_not_discriminating_and_inconclusive_but_never_a_failu
 
 
 def test_required_discrimination_fails_only_a_control_that_passes_everything(tmp_path):
-    import dataclasses
     spec = dataclasses.replace(spec_of(tmp_path), require_discrimination=True)
     passes = discriminate(history(tmp_path, metrics=recovering), spec, oracle=covered())
     assert (passes["status"], passes["required"], passes["verdict"]) == ("not_discriminating", True, "FAILED")
@@ -252,7 +252,6 @@ def test_a_state_bound_exceeded_stands_where_a_trend_needs_its_whole_window(tmp_
 
 # -- spec and suite fields -------------------------------------------------------------------------------------
 def test_the_new_fields_round_trip_and_older_spec_json_files_load(tmp_path):
-    import dataclasses
     spec = dataclasses.replace(spec_of(tmp_path, top="cannot_discriminate: no counterpart"),
                                require_discrimination=True)
     stored = json.loads(json.dumps(spec.to_dict()))
@@ -305,6 +304,20 @@ def test_nightly_and_pre_release_require_discrimination_and_smoke_does_not():
         "crash-anywhere", "driver-latency", "kafka-broker-disconnect", "lifecycle-kills", "process-crash", "slow-s3-put"]
 
 
+def test_the_nightly_leaves_out_only_waived_controls_and_pre_release_runs_every_control():
+    """A control that can show its incident runs every night; one that cannot (waived) runs in pre-release."""
+    suites = ROOT / "experiments" / "suites"
+    nightly = {e.spec.name: e.spec for e in load_suite(suites / "nightly.yaml").entries}
+    pre_release = {e.spec.name: e.spec for e in load_suite(suites / "pre-release.yaml").entries}
+    assert set(pre_release) == set(nightly)
+    assert all([arm.profile for arm in spec.arms] == ["hardened", "naive"] for spec in pre_release.values()
+               if spec.name != "checkpoint-commit-budget")  # the one experiment with no control at all
+    left_out = sorted(name for name, spec in nightly.items()
+                      if [arm.profile for arm in spec.arms] != [arm.profile for arm in pre_release[name].arms])
+    assert left_out == sorted(name for name, spec in nightly.items() if spec.cannot_discriminate)
+    assert all([arm.profile for arm in nightly[name].arms] == ["hardened"] for name in left_out)
+
+
 # -- whole runs: chaos check and the exit code -------------------------------------------------------------------
 def make_run(tmp_path: Path, spec: ExperimentSpec, naive: Story | None, naive_oracle: dict | None = None) -> Path:
     run_dir = tmp_path / "run"
@@ -325,7 +338,6 @@ def make_run(tmp_path: Path, spec: ExperimentSpec, naive: Story | None, naive_or
 
 
 def test_the_suite_flag_changes_the_exit_code_and_chaos_check_agrees_with_the_run(tmp_path, capsys):
-    import dataclasses
     control = Story(metrics=recovering, extra=[_log(30, "boom", "ERROR boom")])
     spec = spec_of(tmp_path)
     reported = make_run(tmp_path / "a", spec, control, covered())
@@ -364,6 +376,16 @@ def test_without_a_control_arm_it_is_not_run(tmp_path):
     discrimination = judge_run(make_run(tmp_path / "x", load_experiment(path), None))["experiments"][0]
     assert discrimination["discrimination"]["message"].endswith("(the experiment has no control (naive) arm in "
                                                                 "this run)")
+
+
+def test_a_waived_experiment_without_its_control_stays_waived_and_says_the_control_did_not_run(tmp_path):
+    spec = dataclasses.replace(spec_of(tmp_path), cannot_discriminate="the naive job survives it too",
+                               require_discrimination=True)
+    discrimination = judge_run(make_run(tmp_path, spec, None))["experiments"][0]["discrimination"]
+    assert (discrimination["status"], discrimination["verdict"], discrimination["measured"]) == (
+        "waived", "PASSED", "not_run")
+    assert discrimination["message"] == ("waived: the naive job survives it too (measured: not run: the control "
+                                         "(naive) arm was not run)")
 
 
 def test_an_unreadable_control_history_is_inconclusive(tmp_path):
