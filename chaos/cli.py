@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
                         "min.insync.replicas 2), two Spark workers")
     up_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
-    run_cmd = commands.add_parser("run", help="run experiments or a suite (--suite nightly: over an hour) and judge them")
+    run_cmd = commands.add_parser("run", help="run experiments or a suite (--suite nightly: about an hour) and judge them")
     run_cmd.add_argument("experiments", nargs="*", help="experiment names (see chaos list), YAML paths, or a stored "
                          "run's <experiment>/spec.json")
     run_cmd.add_argument("--suite", help="a suite name (experiments/suites/NAME.yaml) or path")

@@ -14,14 +14,14 @@ from .common import (_experiment_path, _print_results, _suite_path, progress as 
 
 def _resolve(names: list[str], suite: str | None, scale: float | None):
     """Experiment names or YAML paths (or a run's spec.json), or a suite name/path -> (run name, validated specs,
-    repeat). Nothing is run by default: the nightly suite takes ~45 minutes on two lanes, so it is asked for by name."""
+    repeat). Nothing is run by default: the nightly suite takes about an hour, so it is asked for by name."""
     from ..spec import check_incident, load_experiment, load_suite
 
     if suite and names:
         raise errors.ChaosError("give experiments or --suite, not both", errors.USAGE)
     if not names and not suite:
         raise errors.ChaosError("give experiments (see: chaos list) or --suite NAME; nothing runs by default "
-                                "(--suite nightly: every experiment at full length, over an hour)", errors.USAGE)
+                                "(--suite nightly: every experiment at full length, about an hour)", errors.USAGE)
     if suite:  # the same as `not names` here: exactly one of them was given
         loaded = load_suite(_suite_path(suite), scale)  # a scale on the command line replaces the suite's
         specs = [entry.spec for entry in loaded.entries]

@@ -171,7 +171,7 @@ def test_run_without_experiments_or_suite_starts_nothing(tmp_path):
     done = chaos("run", "--out", str(tmp_path))
     assert done.returncode == 2 and not any(tmp_path.iterdir())
     assert done.stderr.strip() == ("chaos: give experiments (see: chaos list) or --suite NAME; nothing runs by default "
-                                   "(--suite nightly: every experiment at full length, over an hour)")
+                                   "(--suite nightly: every experiment at full length, about an hour)")
 
 
 def test_make_run_asks_for_the_nightly_by_name_unless_given_run_args():
