@@ -6,6 +6,9 @@ Options:
   --chaos-scale X   every `chaos run` the plugin starts gets `--scale X` (a suite entry's own scale is kept)
   --chaos-seed N    ... and `--seed N` (the workload, fault jitter and lifecycle-trigger draws)
   --chaos-lanes N   a suite's experiments side by side on N stacks (`chaos run --lanes N`)
+  --chaos-part P    all (default); `alone`: only the items marked `alone` (their verdicts hold only with the
+                    machine to themselves: timing bounds); `shared`: every other item. `make test` runs the shared
+                    part two tests at a time (pytest-xdist) and then the alone part by itself (tests/run_parts.py)
 
 Fixtures:
   chaos_stack       a running stack (infra.stack.Stack) per test module, on the module's `backend` (a parameter
@@ -34,6 +37,7 @@ from typing import Iterable, Sequence
 import pytest
 
 SUITES_DIR = Path(__file__).resolve().parents[1] / "experiments" / "suites"
+PARTS = ("all", "shared", "alone")
 
 
 def pytest_addoption(parser):
@@ -44,6 +48,9 @@ def pytest_addoption(parser):
                     help="pass --seed N to every `chaos run` the tests start (default: each spec's own)")
     group.addoption("--chaos-lanes", type=int, default=1, metavar="N",
                     help="run a suite's experiments side by side on N stacks (`chaos run --lanes N`; default 1)")
+    group.addoption("--chaos-part", choices=PARTS, default="all",
+                    help="alone: only the tests marked `alone` (timing-bound: they need the machine to themselves); "
+                         "shared: every other test; all (default)")
 
 
 def pytest_configure(config):
@@ -52,6 +59,23 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "chaos_suite(suite): a check of a whole suite run; selected alone, it runs "
                                        "the whole suite")
     config.addinivalue_line("markers", "backends(*names): the only backends this module's stack may run on")
+    config.addinivalue_line("markers", "alone: its verdicts are timing-bound (recovery, progress), so it runs with "
+                                       "nothing else beside it (--chaos-part alone)")
+
+
+def in_part(item, part: str) -> bool:
+    """Whether `item` belongs to `part` of the tests (--chaos-part)."""
+    return part == "all" or (item.get_closest_marker("alone") is not None) == (part == "alone")
+
+
+def pytest_collection_modifyitems(config, items):
+    part = config.getoption("chaos_part")
+    if part == "all":
+        return
+    kept = [item for item in items if in_part(item, part)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if not in_part(item, part)])
+        items[:] = kept
 
 
 # -- one `chaos run` --------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from chaos.pytest_plugin import ChaosRun, chaos_arms, describe, record_arm, suit
 from infra.ports import listening
 from tests.leftovers import pids_of, ports_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.alone]  # the smoke: recovery bounds
 
 SUITE = os.environ.get("CHAOS_TEST_SUITE", "smoke")
 

@@ -23,7 +23,7 @@ from infra.ports import listening
 from tests.integration.test_reliability import wait_for
 from tests.leftovers import pids_of, ports_of
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # a recovery bound (target-kafka-down)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,67 @@
+"""`make test`'s pytest: the tests in two sessions, so the machine's two cores are used where that is safe.
+
+1. shared: every test not marked `alone`, two at a time (pytest-xdist `-n 2`). Unit tests, and integration tests
+   whose checks are outcomes (exactly once, a repair, a clean teardown), not timings: each starts its own stack on
+   its own ports, so two of them side by side share nothing but the CPU.
+2. alone: the tests marked `alone`, whose verdicts carry timing bounds (the smoke's recoveries, a target run's
+   recovery), with nothing beside them; the smoke on two lanes as before (`--chaos-lanes 2`).
+
+    python -m tests.run_parts [PYTEST ARGS...]     # the arguments go to both sessions (-k, -m, paths, ...)
+
+A session that selects nothing (pytest's exit 5) is no failure: `-k 'kafka-broker-disconnect and hardened'` selects
+only smoke items. Exit: the first session's failure code, else the second's, 5 when neither selected a test, else 0; Ctrl-C (or SIGTERM) stops the
+running session through its own interrupt path, which tears its stacks down, and the second does not start.
+"""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+NOTHING_SELECTED = 5
+INTERRUPTED = 2
+# loadfile: a module's tests in one worker, so a module-scoped stack (and a module's steps in order) is set up once.
+PARTS = (("shared", ["-n", "2", "--dist", "loadfile"]), ("alone", ["--chaos-lanes", "2"]))
+
+
+def run_part(part: str, options: list[str], args: list[str]) -> tuple[int, bool]:
+    """One pytest session; its exit code and whether it was interrupted (Ctrl-C or SIGTERM on this runner)."""
+    command = [sys.executable, "-m", "pytest", "--chaos-part", part, *options, *args]
+    print(f"[tests] {part} part: {' '.join(command[1:])}", flush=True)
+    child = subprocess.Popen(command)
+    interrupted = []
+
+    def forward(signum, _frame):
+        # Ctrl-C reaches the child from the terminal too; SIGTERM (a CI timeout) only this runner: pass it on.
+        interrupted.append(signum)
+        if signum == signal.SIGTERM and child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = child.wait()  # a handled signal does not end the wait (PEP 475): the child ends itself
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return code, bool(interrupted) or code == INTERRUPTED
+
+
+def main(args: list[str]) -> int:
+    codes = []
+    for part, options in PARTS:
+        code, interrupted = run_part(part, options, args)
+        if interrupted:
+            return code or INTERRUPTED
+        codes.append(code)
+    return combined(codes)
+
+
+def combined(codes: list[int]) -> int:
+    """The exit code of the sessions together: the first failure; 5 only when no session selected a test."""
+    if all(code == NOTHING_SELECTED for code in codes):
+        return NOTHING_SELECTED  # as pytest says it: the arguments selected no test at all
+    return next((code for code in codes if code not in (0, NOTHING_SELECTED)), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

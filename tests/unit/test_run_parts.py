@@ -1,0 +1,36 @@
+"""make test's two pytest sessions (tests/run_parts.py): which tests each part selects, and the exit code of both."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.run_parts import NOTHING_SELECTED, combined
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def collected(*args: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, NOTHING_SELECTED), done.stdout + done.stderr
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_the_alone_part_is_the_timing_bound_tests_and_the_shared_part_the_rest():
+    files = ["tests/integration/test_targets.py", "tests/integration/test_hardening.py"]
+    alone, shared, every = (collected("--chaos-part", part, *files) for part in ("alone", "shared", "all"))
+    assert alone and all(item.startswith("tests/integration/test_targets.py::") for item in alone)
+    assert shared and all(item.startswith("tests/integration/test_hardening.py::") for item in shared)
+    assert sorted(alone + shared) == sorted(every)
+    smoke = collected("--chaos-part", "alone", "tests/integration/test_experiments.py")
+    assert any("kafka-broker-disconnect/hardened" in item for item in smoke)
+    assert collected("--chaos-part", "shared", "tests/integration/test_experiments.py") == []
+
+
+def test_a_part_that_selects_nothing_is_no_failure_unless_neither_selects_a_test():
+    assert combined([0, 0]) == 0
+    assert combined([NOTHING_SELECTED, 0]) == 0 and combined([0, NOTHING_SELECTED]) == 0
+    assert combined([NOTHING_SELECTED, NOTHING_SELECTED]) == NOTHING_SELECTED
+    assert combined([1, 0]) == 1 and combined([0, 1]) == 1 and combined([NOTHING_SELECTED, 1]) == 1
+    assert combined([3, 1]) == 3
