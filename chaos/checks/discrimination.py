@@ -67,8 +67,8 @@ def discrimination_result(spec: ExperimentSpec | None, checks: Sequence[Check], 
 
     discriminating: a check FAILED or HANG on the control's data; not_discriminating: every check PASSED;
     inconclusive: neither (NODATA/UNKNOWN, or no check); waived: the spec's `cannot_discriminate` says why it
-    cannot, and nothing failed (or the control did not run); not_run: no control (or no hardened targets) in this run. `verdict` is FAILED only
-    for not_discriminating under a suite's require_discrimination."""
+    cannot, and nothing failed (or the control did not run); not_run: no control (or no hardened targets) in this
+    run. `verdict` is FAILED only for not_discriminating under a suite's require_discrimination."""
     required = bool(spec is not None and spec.require_discrimination)
     waiver = spec.cannot_discriminate if spec is not None else None
     failed = [c for c in checks if c.verdict in ("FAILED", "HANG")]
