@@ -319,6 +319,20 @@ def test_the_nightly_leaves_out_only_waived_controls_and_pre_release_runs_every_
     assert all([arm.profile for arm in nightly[name].arms] == ["hardened"] for name in left_out)
 
 
+def test_the_smoke_runs_no_waived_control_and_keeps_every_control_it_had_that_can_show_an_incident():
+    """The smoke is CPU-bound: a control that can only survive (waived) costs an arm and shows nothing there. The
+    controls that can show their incidents in the smoke's time stay in it."""
+    suites = ROOT / "experiments" / "suites"
+    smoke = {e.spec.name: e.spec for e in load_suite(suites / "smoke.yaml").entries}
+    waived = sorted(name for name, spec in smoke.items() if spec.cannot_discriminate)
+    assert waived == ["checkpoint-commit-failures", "crash-anywhere", "driver-latency", "kafka-broker-disconnect",
+                      "process-crash", "slow-s3-put"]
+    assert all([arm.profile for arm in smoke[name].arms] == ["hardened"] for name in waived)
+    with_control = sorted(name for name, spec in smoke.items() if "naive" in [arm.profile for arm in spec.arms])
+    assert with_control == ["checkpoint-collision", "corrupted-sst", "hot-key-session-growth",
+                            "key-rotation-state-leak"]
+
+
 # -- whole runs: chaos check and the exit code -------------------------------------------------------------------
 def make_run(tmp_path: Path, spec: ExperimentSpec, naive: Story | None, naive_oracle: dict | None = None) -> Path:
     run_dir = tmp_path / "run"

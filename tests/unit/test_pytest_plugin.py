@@ -88,9 +88,9 @@ def _option(run: list[str], name: str) -> str | None:
 
 
 def test_k_on_one_arm_runs_that_arm_alone(tmp_path):
-    done, runs, junit = _pytest(tmp_path, "-k", "kafka-broker-disconnect and hardened")
+    done, runs, junit = _pytest(tmp_path, "-k", "hot-key-session-growth and hardened")
     assert done.returncode == 0, done.stdout
-    assert len(runs) == 1 and _option(runs[0], "--only") == "kafka-broker-disconnect/hardened"
+    assert len(runs) == 1 and _option(runs[0], "--only") == "hot-key-session-growth/hardened"
     assert _option(runs[0], "--suite") == "smoke"
     properties = {p.get("name"): p.get("value") for p in junit.iter("property")}
     assert properties == {"recovery_s": "4.5", "lost": "0", "duplicated": "2", "verdict": "PASSED"}
@@ -98,15 +98,15 @@ def test_k_on_one_arm_runs_that_arm_alone(tmp_path):
 
 
 def test_a_number_the_arm_did_not_measure_is_no_property(tmp_path):
-    done, _runs, junit = _pytest(tmp_path, "-k", "kafka-broker-disconnect and naive")
+    done, _runs, junit = _pytest(tmp_path, "-k", "hot-key-session-growth and naive")
     assert done.returncode == 0, done.stdout
     assert {p.get("name") for p in junit.iter("property")} == {"lost", "duplicated", "verdict"}
 
 
 def test_k_on_an_experiment_runs_its_arms_as_the_suite_does_in_one_run(tmp_path):
-    done, runs, _junit = _pytest(tmp_path, "-k", "kafka-broker-disconnect or corrupted-sst/naive")
+    done, runs, _junit = _pytest(tmp_path, "-k", "hot-key-session-growth or corrupted-sst/naive")
     assert done.returncode == 0, done.stdout
-    assert [_option(run, "--only") for run in runs] == ["kafka-broker-disconnect,corrupted-sst/naive"]
+    assert [_option(run, "--only") for run in runs] == ["corrupted-sst/naive,hot-key-session-growth"]
     assert "3 passed" in done.stdout
 
 
