@@ -13,7 +13,7 @@ from infra.errors import InfraError
 
 from . import errors
 from .commands.args import (_arms, _bench_seconds, _lanes, _rounds, _scale, _seed, _startup_variants, version)
-from .commands.bench import bench, bench_crashes, bench_startup, bench_suite, stack_smoke
+from .commands.bench import bench, bench_cpu, bench_crashes, bench_startup, bench_suite, stack_smoke
 from .commands.catalog import catalogue, list_experiments, validate
 from .commands.common import BACKENDS, EXPERIMENTS_DIR
 from .commands.doctor import doctor, doctor_target, setup
@@ -167,6 +167,11 @@ def _parser() -> argparse.ArgumentParser:
     suite_bench = bench_commands.add_parser("suite", help="where a stored suite run's wall time went (from its files)")
     suite_bench.add_argument("run_dir", type=Path)
     suite_bench.add_argument("--json", action="store_true")
+    cpu_bench = bench_commands.add_parser(
+        "cpu", help="run a command and say where its CPU went, by kind of process (e.g. -- chaos run --suite smoke "
+                    "--lanes 2); exits with the command's exit code")
+    cpu_bench.add_argument("--json", action="store_true")
+    cpu_bench.add_argument("cpu_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     return parser
 
 
@@ -227,6 +232,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return bench_startup(args.rounds, args.variants, args.json, args.out)
     if args.command == "bench" and args.bench_command == "crashes":
         return bench_crashes(args.run_dirs, args.json)
+    if args.command == "bench" and args.bench_command == "cpu":
+        return bench_cpu(args.cpu_command, args.json)
     if args.command == "bench":
         from .bench import VARIANTS
 

@@ -77,6 +77,21 @@ def bench_suite(run_dir: Path, as_json: bool) -> int:
     return errors.PASSED
 
 
+def bench_cpu(command: list[str], as_json: bool) -> int:
+    from ..cpu_profile import print_profile, profile_command
+
+    command = command[1:] if command[:1] == ["--"] else command
+    if not command:
+        raise errors.ChaosError("bench cpu: give the command to measure after --, e.g. chaos bench cpu -- chaos run "
+                                "--suite smoke --lanes 2", errors.USAGE)
+    try:
+        code, figures = profile_command(command, say=_progress)
+    except FileNotFoundError:
+        raise errors.ChaosError(f"bench cpu: no such command: {command[0]}", errors.USAGE) from None
+    print(json.dumps(figures)) if as_json else print_profile(figures)
+    return code
+
+
 def bench_crashes(run_dirs: list[Path], as_json: bool) -> int:
     from ..crash_tally import print_tally, tally
 
