@@ -6,8 +6,9 @@ process (the job's driver and executor JVMs, the naive job's pandas workers, the
 proxies), how busy the machine was (/proc/stat), and what starting a JVM costs: each driver's and executor's CPU in
 its first STARTUP_S seconds of life, against what it used after, per second alive.
 
-Processes that were running before the command started are not counted (a stack of another run, an editor). A
-process seen only between two samples is missed; one seen late loses the CPU it used before (under a second).
+Only the command and its descendants are counted (a process whose parent is counted when it is first seen), so
+another run beside it, or an editor, is not. A process seen only between two samples is missed; one seen late
+loses the CPU it used before (under a second); one whose parent ended before it was seen is not counted.
 """
 from __future__ import annotations
 
@@ -66,13 +67,25 @@ class Seen:
 
 @dataclass
 class Profile:
+    root: int  # the command's pid: it and its descendants are counted
     seen: dict[int, Seen] = field(default_factory=dict)
-    old: set[int] = field(default_factory=set)  # running before the command: not counted
+    other: set[int] = field(default_factory=set)  # not the command's: never counted
+
+    def members(self, parents: dict[int, int]) -> set[int]:
+        """Of the processes sampled now (pid: parent pid), the command's: the command, those counted before and, to
+        any depth, the children of those. The others are never counted (decided once per pid)."""
+        counted = {pid for pid in parents if pid == self.root or pid in self.seen}
+        while True:
+            adopted = {pid for pid, parent in parents.items()
+                       if parent in counted and pid not in counted and pid not in self.other}
+            if not adopted:
+                break
+            counted |= adopted
+        self.other |= set(parents) - counted
+        return counted
 
     def record(self, now: float, pid: int, argv: list[str] | None, cpu_s: float) -> None:
-        """One sample of one process (argv read only for a pid not seen before)."""
-        if pid in self.old:
-            return
+        """One sample of one counted process (argv read only for a pid not seen before)."""
         entry = self.seen.get(pid)
         if entry is None:
             self.seen[pid] = Seen(kind_of(argv or []), now, cpu_s, now, cpu_s)
@@ -128,9 +141,10 @@ def _processes() -> Iterable[tuple[int, Path]]:
             yield int(entry.name), entry
 
 
-def _cpu_s(proc_dir: Path, ticks: int) -> float:
+def _stat(proc_dir: Path, ticks: int) -> tuple[int, float]:
+    """(parent pid, CPU seconds: utime + stime) of a process."""
     fields = (proc_dir / "stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -144,9 +158,9 @@ def profile_command(command: list[str], say: Callable[[str], None] = print) -> t
     figures). Ctrl-C reaches the command through the terminal; it is waited for, and the figures cover its
     teardown too."""
     ticks = os.sysconf("SC_CLK_TCK")
-    profile = Profile(old={pid for pid, _ in _processes()})
     started, machine_before = time.monotonic(), _machine_ticks()
     child = subprocess.Popen(command)
+    profile = Profile(root=child.pid)
     try:
         while True:
             _sample(profile, ticks)
@@ -159,19 +173,27 @@ def profile_command(command: list[str], say: Callable[[str], None] = print) -> t
     machine_after = _machine_ticks()
     all_ticks, idle = (after - before for after, before in zip(machine_after, machine_before))
     busy = 1 - idle / all_ticks if all_ticks else None
-    return child.returncode, summarize(profile, time.monotonic() - started, busy, os.cpu_count() or 1)
+    code = child.returncode if child.returncode >= 0 else 128 - child.returncode  # ended by a signal: as a shell says
+    return code, summarize(profile, time.monotonic() - started, busy, os.cpu_count() or 1)
 
 
 def _sample(profile: Profile, ticks: int) -> None:
     now = time.monotonic()
+    sampled: dict[int, tuple[Path, int, float]] = {}
     for pid, proc_dir in _processes():
         try:
-            argv = None
-            if pid not in profile.seen and pid not in profile.old:
-                argv = (proc_dir / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
-            profile.record(now, pid, argv, _cpu_s(proc_dir, ticks))
+            sampled[pid] = (proc_dir, *_stat(proc_dir, ticks))
         except (OSError, IndexError, ValueError):  # ended while read
             continue
+    for pid in profile.members({pid: parent for pid, (_, parent, _) in sampled.items()}):
+        proc_dir, _parent, cpu_s = sampled[pid]
+        argv = None
+        if pid not in profile.seen:
+            try:
+                argv = (proc_dir / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+            except OSError:
+                argv = []
+        profile.record(now, pid, argv, cpu_s)
 
 
 def print_profile(figures: dict) -> None:

@@ -40,10 +40,19 @@ def _driver(profile: Profile, pid: int, born: float, cpu_by_age: dict[float, flo
         profile.record(born + age, pid, argv, cpu)
 
 
-def test_start_up_cpu_is_split_from_what_a_jvm_uses_after_and_old_processes_are_not_counted():
-    profile = Profile(old={1})
-    profile.record(0.0, 1, ["minio"], 500.0)   # running before the command: never counted
-    profile.record(99.0, 1, None, 900.0)
+def test_the_command_and_its_descendants_count_and_nothing_else_ever_does():
+    profile = Profile(root=100)
+    # pid order does not matter: a grandchild with a lower pid than its parent (pids wrap) is still the command's
+    assert profile.members({1: 0, 100: 1, 7: 300, 300: 100, 50: 1, 51: 50}) == {100, 300, 7}
+    for pid in (100, 300, 7):
+        profile.record(0.0, pid, [], 0.0)
+    # the command's child ended: its child, reparented to init, stays counted; an unrelated new process does not
+    assert profile.members({1: 0, 100: 1, 7: 1, 60: 1}) == {100, 7}
+    assert profile.members({60: 100}) == set()  # decided once: a process seen as another's is never counted
+
+
+def test_start_up_cpu_is_split_from_what_a_jvm_uses_after():
+    profile = Profile(root=10)
     # started with 1 CPU-s already used (seen late); 9 more in its start-up; then 4 in 40 s
     _driver(profile, 10, born=5.0, cpu_by_age={0: 1.0, 10: 6.0, STARTUP_S: 10.0, STARTUP_S + 40: 14.0})
     # killed at 8 s: all it used was start-up
@@ -62,9 +71,14 @@ def test_start_up_cpu_is_split_from_what_a_jvm_uses_after_and_old_processes_are_
 
 
 def test_the_command_runs_its_exit_code_comes_back_and_its_cpu_is_counted():
-    code, figures = profile_command([sys.executable, "-c", "import sys, time\nend = time.process_time() + 0.8\n"
-                                     "while time.process_time() < end: pass\ntime.sleep(1.1)\nsys.exit(4)"],
-                                    say=lambda line: None)
+    """The busy loop runs in a grandchild (a shell's child), as a suite's jobs do."""
+    program = "import time\nend = time.process_time() + 0.8\nwhile time.process_time() < end: pass\ntime.sleep(1.1)"
+    code, figures = profile_command(["bash", "-c", f"{sys.executable} -c '{program}'; exit 4"], say=lambda line: None)
     assert code == 4
     assert figures["cpu_s_by_kind"].get("other", 0) >= 0.5  # the 0.8 CPU-s, less what a sample could miss
     assert 0 < figures["machine_busy"] <= 1 and figures["wall_s"] >= 1.9
+
+
+def test_a_command_ended_by_a_signal_exits_as_a_shell_says():
+    code, _figures = profile_command(["bash", "-c", "kill -TERM $$"], say=lambda line: None)
+    assert code == 128 + 15
