@@ -76,8 +76,10 @@ def test_s3_roundtrip_through_the_proxy(stack):
 
 def test_latency_toxic_on_s3_slows_puts(stack):
     measured = smoke.check_s3_latency_toxic(stack, latency_ms=250)
+    # The fastest PUT under the toxic is the check: a median-minus-median "added" is noise on a loaded machine (one
+    # slow PUT before the toxic inflates the base: 227 of 250 ms "added" in a CI run with another test file beside
+    # it, every PUT under the toxic still >= 250 ms; chaos/smoke.py check_s3_latency_toxic).
     assert measured["fastest_put_ms_with_toxic"] >= 250
-    assert measured["added_ms"] >= 0.95 * 250
     assert stack.toxiproxy.toxics("s3") == {}
 
 
