@@ -160,13 +160,14 @@ def test_put_only_delay_leaves_gets_alone(stack):
             gets.append(_ms(lambda: _get(s3, bucket, f"{prefix}/get-target")))
         return puts, gets
 
-    puts_before, gets_before = measure()
+    _puts_before, gets_before = measure()
     rule = stack.s3proxy.add_rule(ops=["PUT"], action="delay", delay_ms=delay_ms)
     since = stack.s3proxy.last_seq()
     puts_with, gets_with = measure()
 
-    assert min(puts_with) >= delay_ms, puts_with  # every PUT waited
-    assert statistics.median(puts_with) >= statistics.median(puts_before) + 0.9 * delay_ms
+    # every PUT waited (the fastest one is the check: a median-minus-median one is noise on a loaded machine, where
+    # one slow PUT before the rule inflates the base; test_stack's latency toxic failed that way in CI)
+    assert min(puts_with) >= delay_ms, puts_with
     base = statistics.median(gets_before)
     assert statistics.median(gets_with) <= 1.5 * base + 15, (gets_before, gets_with)  # GETs: no delay at all
     ends = _ends(stack, since, 2 * SAMPLES, lambda e: e.key.startswith(prefix))
