@@ -222,7 +222,9 @@ def test_the_packaged_job_runs_under_spark_submit_with_no_harness_environment(st
     env = _spark_submit_env(stack)
     log_path = tmp_path / "spark-submit.log"
     keys = [f"user-{n}" for n in range(5)]
-    base_ms = int(time.time() * 1000)
+    # 1 s into a 10 s bucket of event time: the job cuts sessions at --max-session boundaries, and a boundary between
+    # a key's events (2 % of random starts) split its session in two (a red CI run).
+    base_ms = int(time.time() * 1000) // 10_000 * 10_000 + 1_000
     producer = Producer({"bootstrap.servers": info.kafka_internal_bootstrap, "log_level": 0})
     for seq, offset_ms in enumerate((0, 100, 200)):
         for key in keys:
