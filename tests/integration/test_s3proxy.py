@@ -168,8 +168,9 @@ def test_put_only_delay_leaves_gets_alone(stack):
     # every PUT waited (the fastest one is the check: a median-minus-median one is noise on a loaded machine, where
     # one slow PUT before the rule inflates the base; test_stack's latency toxic failed that way in CI)
     assert min(puts_with) >= delay_ms, puts_with
-    base = statistics.median(gets_before)
-    assert statistics.median(gets_with) <= 1.5 * base + 15, (gets_before, gets_with)  # GETs: no delay at all
+    # GETs: no delay at all. A delayed GET takes delay_ms or more; a bound relative to the GETs before is noise
+    # here (those took 0.4 s, these are spread over seconds between delayed PUTs, beside another test's Spark).
+    assert statistics.median(gets_with) < delay_ms, (gets_before, gets_with)
     ends = _ends(stack, since, 2 * SAMPLES, lambda e: e.key.startswith(prefix))
     assert {e.outcome for e in ends if e.op == "PUT"} == {"delayed"}
     assert {(e.rule, e.outcome) for e in ends if e.op == "GET"} == {("", "forwarded")}
@@ -300,7 +301,7 @@ def test_list_delay_slows_listings_not_gets(stack):
     gets_with = [_ms(lambda: _get(s3, bucket, f"{prefix}/list/a")) for _ in range(SAMPLES)]
     assert [o.object_name for o in listed] == [f"{prefix}/list/a"]
     assert list_ms >= delay_ms
-    assert statistics.median(gets_with) <= 1.5 * statistics.median(gets_before) + 15, (gets_before, gets_with)
+    assert statistics.median(gets_with) < delay_ms, (gets_before, gets_with)  # GETs not delayed (as above)
     listing = stack.s3proxy.wait_event(lambda e: e.type == "end" and e.op == "LIST", since=since)
     assert listing.query.get("prefix") == f"{prefix}/list/" and listing.outcome == "delayed"
     assert listing.query.get("list-type") == "2"

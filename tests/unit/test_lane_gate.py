@@ -2,6 +2,7 @@
 one lane (a flock belongs to an open file, so two gates of one process exclude each other as two lanes do)."""
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -33,7 +34,9 @@ def test_a_turn_is_given_back_when_the_steady_phase_ends(tmp_path):
     second = LaneGate(tmp_path, wait_s=10).start(lines.append)
     waited = time.monotonic() - began
     assert second.held and 1.0 <= waited < 5, waited
-    assert lines == ["lane gate: waited 1 s for another lane's start and steady phase"]
+    # the wait as printed, rounded to seconds: 1 s, or 2 s when the gate's checks wake late on a loaded machine
+    assert len(lines) == 1 and re.fullmatch(r"lane gate: waited [12] s for another lane's start and steady phase",
+                                            lines[0]), lines
     first.release()  # after its timer gave the turn back: a no-op, and it must not release the second's
     assert not LaneGate(tmp_path, wait_s=0.3).start(lines.append).held
     second.release()

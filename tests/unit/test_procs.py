@@ -15,10 +15,10 @@ def test_a_forked_copy_with_the_same_command_line_is_not_counted_twice():
     # between fork and exec while it spawns a Python worker.
     shell = subprocess.Popen(["bash", "-c", f"( sleep 30; : {MARKER} ); : {MARKER}"], start_new_session=True)
     try:
-        # Exactly 2, waited for: between the subshell's fork of `sleep` and its exec there is briefly a third copy
-        # (a CI run under load caught 3).
+        # Waited for until `sleep` runs under the subshell: between the subshell's fork of it and its exec there is
+        # briefly a third copy with the marker (a CI run under load caught 3); after that the tree stands for 30 s.
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and len(_with_marker()) != 2:
+        while time.monotonic() < deadline and not _sleep_under_marker():
             time.sleep(0.05)
         assert len(_with_marker()) == 2, "the subshell did not start"
         assert descendants_running(os.getpid(), MARKER.encode()) == [shell.pid]
@@ -27,6 +27,19 @@ def test_a_forked_copy_with_the_same_command_line_is_not_counted_twice():
     finally:
         os.killpg(shell.pid, 9)
         shell.wait()
+
+
+def _sleep_under_marker() -> bool:
+    """A `sleep 30` process whose parent's command line carries the marker (the subshell) is running."""
+    parents = set(_with_marker())
+    for entry in os.listdir("/proc"):
+        try:
+            if (entry.isdigit() and open(f"/proc/{entry}/cmdline", "rb").read() == b"sleep\x0030\x00"
+                    and int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) in parents):
+                return True
+        except (OSError, ValueError, IndexError):
+            pass
+    return False
 
 
 def _with_marker() -> list[int]:
