@@ -23,11 +23,18 @@ from .owners import owner_alive, owner_label  # one owner label for containers a
 from .paths import cache_dir
 from .procs import group_alive, members
 
-__all__ = ["RunRecord", "cleanup_dead", "owner_label", "registry_dir", "stop_group"]
+__all__ = ["REGISTRY_ENV", "RunRecord", "cleanup_dead", "owner_label", "registry_dir", "stop_group"]
+
+
+REGISTRY_ENV = "CHAOS_RUN_REGISTRY"
 
 
 def registry_dir() -> Path:
-    return cache_dir() / "active-runs"
+    """`<cache>/active-runs`, shared by every run of this user; CHAOS_RUN_REGISTRY gives a group of runs a registry
+    of its own, so that one's clean-up never judges the others' (a test that kills a run on purpose and then checks
+    that `chaos clean` finds it, beside other tests starting stacks)."""
+    override = os.environ.get(REGISTRY_ENV)
+    return Path(override).expanduser().resolve() if override else cache_dir() / "active-runs"
 
 
 @dataclass

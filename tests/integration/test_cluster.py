@@ -100,8 +100,10 @@ def test_a_topic_is_replicated_three_times_and_writes_survive_one_broker_lost(cl
         assert [h.alive() for h in handles].count(True) == 2  # the other two brokers untouched
         # two of three replicas are in sync: acks=all still succeeds (min.insync.replicas 2)
         assert _produce(cluster, topic, 200) == 200
-        leaders = {leader for leader, _replicas, _isr in _partitions(cluster, topic).values()}
-        assert victim not in leaders and -1 not in leaders
+        # brokers learn the new leaders from the controller a moment later: wait for their metadata, bounded
+        leaders = _settled(lambda: {leader for leader, _r, _i in _partitions(cluster, topic).values()},
+                           lambda found: victim not in found and -1 not in found)
+        assert victim not in leaders and -1 not in leaders, leaders
     finally:
         cluster.restart(name)
     deadline = time.monotonic() + 60
@@ -110,12 +112,23 @@ def test_a_topic_is_replicated_three_times_and_writes_survive_one_broker_lost(cl
         time.sleep(1)
 
 
+def _settled(read, done, timeout: float = 30.0):
+    """What `read` returns once `done` holds of it, or its last reading after `timeout` (for the caller's assert)."""
+    deadline = time.monotonic() + timeout
+    found = read()
+    while not done(found) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        found = read()
+    return found
+
+
 def test_leadership_moves_to_another_in_sync_replica_with_no_broker_stopped(cluster):
     topic = "moved"
     create_topic(cluster.info.kafka_internal_bootstrap, topic, PARTITIONS, 3, 2)
     before = {p: leader for p, (leader, _r, _i) in _partitions(cluster, topic).items()}
     moved = move_leaders(cluster.info.kafka_internal_bootstrap, topic)
-    after = {p: leader for p, (leader, _r, _i) in _partitions(cluster, topic).items()}
+    after = _settled(lambda: {p: leader for p, (leader, _r, _i) in _partitions(cluster, topic).items()},
+                     lambda found: all(found[p] != before[p] and found[p] > 0 for p in before))
     assert len(moved) == PARTITIONS and all(line.startswith("moved ") for line in moved), moved
     assert all(after[p] != before[p] and after[p] > 0 for p in before), (before, after)
     assert all(handle.alive() for handle in cluster.handles.values())

@@ -139,11 +139,13 @@ def test_leftovers_of_dead_runs_are_removed_and_live_runs_kept(client, refs, tmp
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         live_owner = owner_label(live.pid)
-        orphan = _sleeping_container(client, refs, dead_owner, tmp_path / "dead")
+        _sleeping_container(client, refs, dead_owner, tmp_path / "dead")
         kept = _sleeping_container(client, refs, live_owner, tmp_path / "live")
         try:
             removed = remove_leftovers(client)
-            assert orphan.name in removed and kept.name not in removed
+            # the orphan is gone: removed here, or by a stack another test started meanwhile (every stack start
+            # removes dead runs' containers), which is the same code judging the same label
+            assert kept.name not in removed
             assert containers_of(tmp_path / "dead") == []
             assert containers_of(tmp_path / "live") == [kept.name]
         finally:

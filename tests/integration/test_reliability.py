@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from infra.ports import listening
+from infra.registry import REGISTRY_ENV
 from tests.leftovers import pids_of, ports_of
 
 pytestmark = pytest.mark.integration
@@ -81,7 +82,9 @@ def assert_nothing_left(run_dir: Path) -> None:
 
 
 def test_a_run_killed_with_sigkill_is_cleaned_up_by_chaos_clean(tmp_path):
-    process = start_run(tmp_path)
+    # a registry of its own: a stack another test starts meanwhile cleans up dead runs too, and would find this one
+    registry = {REGISTRY_ENV: str(tmp_path / "active-runs")}
+    process = start_run(tmp_path, env=registry)
     try:
         run_dir = run_dir_of(tmp_path)
         wait_for(lambda: history_has(run_dir, '"state":"injected"'), 300, "the fault to be injected")
@@ -92,7 +95,7 @@ def test_a_run_killed_with_sigkill_is_cleaned_up_by_chaos_clean(tmp_path):
             process.kill()
     assert pids_of(run_dir), "a SIGKILLed harness leaves its servers and driver running"
     cleaned = subprocess.run([sys.executable, "-m", "chaos.cli", "clean"], capture_output=True, text=True,
-                             timeout=120, cwd=ROOT)
+                             timeout=120, cwd=ROOT, env={**os.environ, **registry})
     assert cleaned.returncode == 0, cleaned.stderr
     assert f"run {run_dir} (pid {process.pid}) had died: stopped " in cleaned.stderr
     assert_nothing_left(run_dir)
@@ -100,7 +103,7 @@ def test_a_run_killed_with_sigkill_is_cleaned_up_by_chaos_clean(tmp_path):
     assert meta["status"] == "interrupted" and meta["killed"] is True
     assert json.loads((run_dir / "results.json").read_text())["verdict"] == "INTERRUPTED"
     again = subprocess.run([sys.executable, "-m", "chaos.cli", "clean"], capture_output=True, text=True, timeout=60,
-                           cwd=ROOT)
+                           cwd=ROOT, env={**os.environ, **registry})
     assert "nothing to clean" in again.stdout
 
 
