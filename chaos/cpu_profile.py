@@ -9,6 +9,9 @@ its first STARTUP_S seconds of life, against what it used after, per second aliv
 Only the command and its descendants are counted (a process whose parent is counted when it is first seen), so
 another run beside it, or an editor, is not. A process seen only between two samples is missed; one seen late
 loses the CPU it used before (under a second); one whose parent ended before it was seen is not counted.
+On the containers backend the servers run in containers, children of the Docker engine rather than of the command:
+they are not counted there (the machine's busy figure still includes them). Profile the local backend for the full
+breakdown.
 """
 from __future__ import annotations
 
