@@ -93,9 +93,9 @@ def test_handle_pid_signals_and_stop(containers_backend, tmp_path):
         # pid: the container's init process as this host sees it, running the component's command
         assert Path(f"/proc/{handle.pid}/cmdline").read_bytes().split(b"\0")[0] == b"/toxiproxy"
         handle.signal(signal.SIGSTOP)
-        assert _state(handle.pid) == "T"
+        assert _state(handle.pid, ("T",)) == "T"
         handle.signal(signal.SIGCONT)
-        assert _state(handle.pid) in ("S", "R")
+        assert _state(handle.pid, ("S", "R")) in ("S", "R")
         assert listening("127.0.0.1", api_port)  # host networking: the port is the one in the command
     finally:
         handle.stop(grace=2)
@@ -116,13 +116,15 @@ def test_sigkill_is_seen_as_death(containers_backend, tmp_path):
     assert containers_of(tmp_path) == []
 
 
-def _state(pid: int) -> str:
-    for _ in range(100):  # a signal takes effect asynchronously
+def _state(pid: int, expected: tuple[str, ...]) -> str:
+    """The process's state once it is one of `expected` (a signal takes effect asynchronously), or its last state
+    after 5 s, for the caller's assert."""
+    deadline = time.monotonic() + 5
+    while True:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        if state != "R":
+        if state in expected or time.monotonic() > deadline:
             return state
         time.sleep(0.01)
-    return state
 
 
 def _sleeping_container(client, refs, owner: str, run_dir: Path):
