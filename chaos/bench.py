@@ -124,16 +124,20 @@ STARTUP_FEED_RATE = 50  # events/s, as the smoke experiments' workloads
 STARTUP_BATCHES = 3
 
 
-STARTUP_VARIANTS = ("archives", "c1", "tiered")
+STARTUP_VARIANTS = ("archives", "c1", "tiered", "serial-gc")
+SERIAL_GC = "-XX:+UseSerialGC"
 
 
 def startup_variants(info) -> dict[str, dict[str, str]]:
     """JVM options of the driver and executors per variant: the suite's (C1 only, with the class-data archives of
-    infra/cds.py where the stack has them), C1 without archives, and the JDK's tiered default without archives."""
+    infra/cds.py where the stack has them), C1 without archives, the JDK's tiered default without archives, and
+    the suite's with the serial collector instead of the JDK's default (G1 on this machine)."""
     from infra.driver import DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS, QUICK_START_JIT, java_options
 
+    suite = java_options(info, "hardened")
     return {
-        "archives": java_options(info, "hardened"),
+        "archives": suite,
+        "serial-gc": {side: f"{options} {SERIAL_GC}" for side, options in suite.items()},
         "c1": {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
                "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTIONS},
         "tiered": {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS.replace(QUICK_START_JIT, "").strip(),
@@ -150,8 +154,21 @@ def startup_order(names: list[str], rounds: int) -> list[str]:
     return order
 
 
-def _startup_marks(job, progress_file: Path, started: float, limit_s: float) -> dict:
-    """Seconds from launch to the query's start, the first batch's end and the STARTUP_BATCHES-th batch's end."""
+def _jvm_cpu(before: set[int]) -> dict[str, float]:
+    """CPU seconds the job's driver and executor JVMs have used so far: those alive now that were not before its
+    launch (an earlier start's executor may still be ending)."""
+    from .cpu_profile import cpu_by_process
+
+    cpu = {"driver": 0.0, "executor": 0.0}
+    for pid, (kind, seconds) in cpu_by_process().items():
+        if pid not in before:
+            cpu[kind.removeprefix("spark ")] += seconds
+    return cpu
+
+
+def _startup_marks(job, progress_file: Path, started: float, limit_s: float, jvms_before: set[int]) -> dict:
+    """Seconds from launch to the query's start, the first batch's end and the STARTUP_BATCHES-th batch's end, and
+    the CPU seconds the job's JVMs used until then (the start's work: on two cores the suite is CPU-bound)."""
     marks: dict = {}
     while job.alive() and time.monotonic() - started < limit_s:
         records = read_progress(progress_file)
@@ -164,6 +181,9 @@ def _startup_marks(job, progress_file: Path, started: float, limit_s: float) -> 
         if len(batches) >= STARTUP_BATCHES:
             marks[f"batch_{STARTUP_BATCHES}_s"] = round(time.monotonic() - started, 1)
             marks["later_batch_ms"] = batches[STARTUP_BATCHES - 1]["durationMs"].get("triggerExecution")
+            cpu = _jvm_cpu(jvms_before)
+            marks.update({"cpu_driver_s": round(cpu["driver"], 1), "cpu_executor_s": round(cpu["executor"], 1),
+                          "cpu_s": round(cpu["driver"] + cpu["executor"], 1)})
             break
         time.sleep(0.2)
     return marks
@@ -177,6 +197,8 @@ def bench_startup(run_dir: Path, rounds: int = 3, variants: tuple[str, ...] = ("
     import threading
 
     from job.settings import hardened
+
+    from .cpu_profile import cpu_by_process
 
     names = list(variants)
     order = startup_order(names, rounds)
@@ -208,12 +230,13 @@ def bench_startup(run_dir: Path, rounds: int = 3, variants: tuple[str, ...] = ("
             args = ["--profile", "hardened", "--topic", topic, "--deployment",
                     f"bench-startup-{index}-{uuid.uuid4().hex[:6]}", "--progress-file", str(progress_file),
                     "--settings-json", json.dumps(settings)]
+            jvms_before = set(cpu_by_process())
             feeder.start()
             started = time.monotonic()
             try:
                 job = launch_driver(stack, f"startup-{index:02d}-{name}", "job", args)
                 try:
-                    marks = _startup_marks(job, progress_file, started, limit_s=240)
+                    marks = _startup_marks(job, progress_file, started, limit_s=240, jvms_before=jvms_before)
                 finally:
                     _stop_job(job, grace_s=60)
             finally:
@@ -223,11 +246,18 @@ def bench_startup(run_dir: Path, rounds: int = 3, variants: tuple[str, ...] = ("
             if name in results["variants"]:
                 results["variants"][name]["starts"].append(marks)
     for measured in results["variants"].values():
-        for key in ("query_started_s", "first_batch_s", f"batch_{STARTUP_BATCHES}_s", "later_batch_ms"):
+        for key in ("query_started_s", "first_batch_s", f"batch_{STARTUP_BATCHES}_s", "later_batch_ms", "cpu_s",
+                    "cpu_driver_s", "cpu_executor_s"):
             values = [s[key] for s in measured["starts"] if s.get(key) is not None]
             measured[f"median_{key}"] = statistics.median(values) if values else None
     reference = results["variants"].get("c1", {}).get("median_first_batch_s")
     for name, measured in results["variants"].items():
         if name != "c1" and reference and measured.get("median_first_batch_s"):
             results[f"ratio_first_batch_{name}_to_c1"] = round(measured["median_first_batch_s"] / reference, 3)
+    # CPU against the suite's own options where they ran
+    base = "archives" if "archives" in results["variants"] else names[0]
+    base_cpu = results["variants"][base].get("median_cpu_s")
+    for name, measured in results["variants"].items():
+        if name != base and base_cpu and measured.get("median_cpu_s"):
+            results[f"ratio_cpu_{name}_to_{base}"] = round(measured["median_cpu_s"] / base_cpu, 3)
     return results

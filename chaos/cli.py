@@ -156,7 +156,8 @@ def _parser() -> argparse.ArgumentParser:
     startup_bench.add_argument("--rounds", type=_rounds, default=3, help="starts per variant, alternating")
     startup_bench.add_argument("--variants", type=_startup_variants, default=["archives", "c1"],
                                help="comma-separated, of: archives (the suite's: C1 and class-data archives), c1 (C1, "
-                                    "no archives), tiered (the JDK's JIT, no archives); default archives,c1")
+                                    "no archives), tiered (the JDK's JIT, no archives), serial-gc (the suite's with "
+                                    "the serial collector); default archives,c1")
     startup_bench.add_argument("--json", action="store_true")
     startup_bench.add_argument("--out", type=Path)
     crashes_bench = bench_commands.add_parser(

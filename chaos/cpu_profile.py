@@ -138,6 +138,22 @@ def summarize(profile: Profile, wall_s: float, busy_fraction: float | None, core
     }
 
 
+def cpu_by_process(kinds: Iterable[str] = STARTING) -> dict[int, tuple[str, float]]:
+    """The processes of `kinds` alive now: pid -> (kind, CPU seconds so far). For a benchmark that reads a job's
+    JVMs at a mark (`chaos bench startup`); a process that ends while read is left out."""
+    wanted, ticks = set(kinds), os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[str, float]] = {}
+    for pid, proc_dir in _processes():
+        try:
+            argv = (proc_dir / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+            kind = kind_of(argv)
+            if kind in wanted:
+                found[pid] = (kind, _stat(proc_dir, ticks)[1])
+        except (OSError, IndexError, ValueError):  # ended while read
+            continue
+    return found
+
+
 def _processes() -> Iterable[tuple[int, Path]]:
     for entry in PROC.iterdir():
         if entry.name.isdigit():

@@ -61,10 +61,13 @@ def bench_startup(rounds: int, variants: list[str], as_json: bool, out: Path | N
         print(f"{name:<8} median of {len(measured['starts'])}: query started {measured['median_query_started_s']} s, "
               f"first batch done {measured['median_first_batch_s']} s, batch {STARTUP_BATCHES} done "
               f"{measured[f'median_batch_{STARTUP_BATCHES}_s']} s (that batch {measured['median_later_batch_ms']} ms) "
-              "after launch")
+              f"after launch; the JVMs' CPU until then {measured['median_cpu_s']} s (driver "
+              f"{measured['median_cpu_driver_s']}, executor {measured['median_cpu_executor_s']})")
     for key, ratio in result.items():
         if key.startswith("ratio_first_batch_"):
             print(f"first batch, {key.removeprefix('ratio_first_batch_').replace('_to_', ' / ')} = {ratio}")
+        if key.startswith("ratio_cpu_"):
+            print(f"JVM CPU, {key.removeprefix('ratio_cpu_').replace('_to_', ' / ')} = {ratio}")
     return errors.PASSED
 
 
