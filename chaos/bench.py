@@ -124,20 +124,24 @@ STARTUP_FEED_RATE = 50  # events/s, as the smoke experiments' workloads
 STARTUP_BATCHES = 3
 
 
-STARTUP_VARIANTS = ("archives", "c1", "tiered", "serial-gc")
+STARTUP_VARIANTS = ("archives", "c1", "tiered", "serial-gc", "in-driver")
 SERIAL_GC = "-XX:+UseSerialGC"
+IN_DRIVER_MASTER = "local[2]"  # the tasks in the driver's JVM, on the two cores a standalone executor gets
 
 
 def startup_variants(info) -> dict[str, dict[str, str]]:
     """JVM options of the driver and executors per variant: the suite's (C1 only, with the class-data archives of
-    infra/cds.py where the stack has them), C1 without archives, the JDK's tiered default without archives, and
-    the suite's with the serial collector instead of the JDK's default (G1 on this machine)."""
+    infra/cds.py where the stack has them), C1 without archives, the JDK's tiered default without archives, the
+    suite's with the serial collector instead of the JDK's default (G1 on this machine), and the suite's with no
+    executor JVM (`in-driver`: Spark's local master runs the tasks in the driver; what a start would cost without
+    the executor's launch, not a deployment the suite tests)."""
     from infra.driver import DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS, QUICK_START_JIT, java_options
 
     suite = java_options(info, "hardened")
     return {
         "archives": suite,
         "serial-gc": {side: f"{options} {SERIAL_GC}" for side, options in suite.items()},
+        "in-driver": {**suite, "spark.master": IN_DRIVER_MASTER},
         "c1": {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
                "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTIONS},
         "tiered": {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS.replace(QUICK_START_JIT, "").strip(),
@@ -166,8 +170,9 @@ def _jvm_cpu(before: set[int]) -> dict[str, float]:
     return cpu
 
 
-def _startup_marks(job, progress_file: Path, started: float, limit_s: float, jvms_before: set[int]) -> dict:
-    """Seconds from launch to the query's start, the first batch's end and the STARTUP_BATCHES-th batch's end, and
+def _startup_marks(job, progress_file: Path, started: float, limit_s: float, jvms_before: set[int],
+                   batches_wanted: int = STARTUP_BATCHES) -> dict:
+    """Seconds from launch to the query's start, the first batch's end and the `batches_wanted`-th batch's end, and
     the CPU seconds the job's JVMs used until then (the start's work: on two cores the suite is CPU-bound)."""
     marks: dict = {}
     while job.alive() and time.monotonic() - started < limit_s:
@@ -178,9 +183,9 @@ def _startup_marks(job, progress_file: Path, started: float, limit_s: float, jvm
         if batches and "first_batch_s" not in marks:
             marks["first_batch_s"] = round(time.monotonic() - started, 1)
             marks["first_batch_ms"] = batches[0]["durationMs"].get("triggerExecution")
-        if len(batches) >= STARTUP_BATCHES:
-            marks[f"batch_{STARTUP_BATCHES}_s"] = round(time.monotonic() - started, 1)
-            marks["later_batch_ms"] = batches[STARTUP_BATCHES - 1]["durationMs"].get("triggerExecution")
+        if len(batches) >= batches_wanted:
+            marks[f"batch_{batches_wanted}_s"] = round(time.monotonic() - started, 1)
+            marks["later_batch_ms"] = batches[batches_wanted - 1]["durationMs"].get("triggerExecution")
             cpu = _jvm_cpu(jvms_before)
             marks.update({"cpu_driver_s": round(cpu["driver"], 1), "cpu_executor_s": round(cpu["executor"], 1),
                           "cpu_s": round(cpu["driver"] + cpu["executor"], 1)})
@@ -190,8 +195,9 @@ def _startup_marks(job, progress_file: Path, started: float, limit_s: float, jvm
 
 
 def bench_startup(run_dir: Path, rounds: int = 3, variants: tuple[str, ...] = ("archives", "c1"),
-                  progress: Callable[[str], None] = print) -> dict:
-    """The hardened job started again and again on one stack, the JVM variants in ABBA order (startup_order).
+                  progress: Callable[[str], None] = print, batches: int = STARTUP_BATCHES) -> dict:
+    """The hardened job started again and again on one stack, the JVM variants in ABBA order (startup_order), each
+    start measured until its `batches`-th batch (more than a few: what a running job's batches cost too).
     Every start gets a topic of its own, fed at STARTUP_FEED_RATE from its launch on: each meets the same stream."""
     import statistics
     import threading
@@ -202,7 +208,8 @@ def bench_startup(run_dir: Path, rounds: int = 3, variants: tuple[str, ...] = ("
 
     names = list(variants)
     order = startup_order(names, rounds)
-    results: dict = {"rounds": rounds, "feed_rate": STARTUP_FEED_RATE, "order": order, "variants": {}}
+    results: dict = {"rounds": rounds, "feed_rate": STARTUP_FEED_RATE, "batches": batches, "order": order,
+                     "variants": {}}
     profile_options = hardened("t", "d", "p").spark_options
     spec = WorkloadSpec(shape="uniform", keys=50, rate=STARTUP_FEED_RATE, duration_ms=3600 * 1000, seed=1)
     with Stack(run_dir, progress=progress) as stack:
@@ -236,7 +243,8 @@ def bench_startup(run_dir: Path, rounds: int = 3, variants: tuple[str, ...] = ("
             try:
                 job = launch_driver(stack, f"startup-{index:02d}-{name}", "job", args)
                 try:
-                    marks = _startup_marks(job, progress_file, started, limit_s=240, jvms_before=jvms_before)
+                    marks = _startup_marks(job, progress_file, started, limit_s=240 + 2 * batches,
+                                           jvms_before=jvms_before, batches_wanted=batches)
                 finally:
                     _stop_job(job, grace_s=60)
             finally:
@@ -246,10 +254,10 @@ def bench_startup(run_dir: Path, rounds: int = 3, variants: tuple[str, ...] = ("
             if name in results["variants"]:
                 results["variants"][name]["starts"].append(marks)
     for measured in results["variants"].values():
-        for key in ("query_started_s", "first_batch_s", f"batch_{STARTUP_BATCHES}_s", "later_batch_ms", "cpu_s",
+        for key in ("query_started_s", "first_batch_s", f"batch_{batches}_s", "later_batch_ms", "cpu_s",
                     "cpu_driver_s", "cpu_executor_s"):
             values = [s[key] for s in measured["starts"] if s.get(key) is not None]
-            measured[f"median_{key}"] = statistics.median(values) if values else None
+            measured[f"median_{key}"] = round(statistics.median(values), 2) if values else None
     reference = results["variants"].get("c1", {}).get("median_first_batch_s")
     for name, measured in results["variants"].items():
         if name != "c1" and reference and measured.get("median_first_batch_s"):

@@ -12,7 +12,8 @@ from pathlib import Path
 from infra.errors import InfraError
 
 from . import errors
-from .commands.args import (_arms, _bench_seconds, _lanes, _rounds, _scale, _seed, _startup_variants, version)
+from .commands.args import (_arms, _batches, _bench_seconds, _lanes, _rounds, _scale, _seed, _startup_variants,
+                            version)
 from .commands.bench import bench, bench_cpu, bench_crashes, bench_startup, bench_suite, stack_smoke
 from .commands.catalog import catalogue, list_experiments, validate
 from .commands.common import BACKENDS, EXPERIMENTS_DIR
@@ -157,7 +158,11 @@ def _parser() -> argparse.ArgumentParser:
     startup_bench.add_argument("--variants", type=_startup_variants, default=["archives", "c1"],
                                help="comma-separated, of: archives (the suite's: C1 and class-data archives), c1 (C1, "
                                     "no archives), tiered (the JDK's JIT, no archives), serial-gc (the suite's with "
-                                    "the serial collector); default archives,c1")
+                                    "the serial collector), in-driver (the suite's, the tasks in the driver: no "
+                                    "executor JVM); default archives,c1")
+    startup_bench.add_argument("--batches", type=_batches, default=3,
+                               help="measure each start until its Nth batch (default 3: the start; more: a running "
+                                    "job's batches too)")
     startup_bench.add_argument("--json", action="store_true")
     startup_bench.add_argument("--out", type=Path)
     crashes_bench = bench_commands.add_parser(
@@ -230,7 +235,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "bench" and args.bench_command == "suite":
         return bench_suite(args.run_dir, args.json)
     if args.command == "bench" and args.bench_command == "startup":
-        return bench_startup(args.rounds, args.variants, args.json, args.out)
+        return bench_startup(args.rounds, args.variants, args.batches, args.json, args.out)
     if args.command == "bench" and args.bench_command == "crashes":
         return bench_crashes(args.run_dirs, args.json)
     if args.command == "bench" and args.bench_command == "cpu":

@@ -9,6 +9,7 @@ from .common import EXPERIMENTS_DIR, shown as _shown
 MAX_SEED = 2**31 - 1  # a seed's bound (chaos/spec/fields.py LIMITS); `--seed random` draws below it
 MAX_BENCH_SECONDS = 24 * 3600.0  # bench job --seconds: a variant's run, like any spec duration
 MAX_ROUNDS = 100  # bench startup --rounds: each round starts a job per variant
+MAX_BATCHES = 600  # bench startup --batches: a batch a second, so ten minutes of one start
 
 
 def version() -> str:
@@ -59,6 +60,13 @@ def _rounds(text: str) -> int:
     value = _positive_int(text)
     if value > MAX_ROUNDS:
         raise argparse.ArgumentTypeError(f"{_shown(text)} is too many; allowed: 1 to {MAX_ROUNDS}")
+    return value
+
+
+def _batches(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_BATCHES:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is too many; allowed: 1 to {MAX_BATCHES}")
     return value
 
 

@@ -49,18 +49,18 @@ def bench(what: str, seconds: float, as_json: bool, out: Path | None, variants: 
     return errors.PASSED
 
 
-def bench_startup(rounds: int, variants: list[str], as_json: bool, out: Path | None) -> int:
-    from ..bench import STARTUP_BATCHES, bench_startup as measure
+def bench_startup(rounds: int, variants: list[str], batches: int, as_json: bool, out: Path | None) -> int:
+    from ..bench import bench_startup as measure
 
     _run_dir, result = _measured("bench-startup", out, as_json,
                                  lambda run_dir: measure(run_dir, rounds=rounds, variants=tuple(variants),
-                                                         progress=_progress))
+                                                         progress=_progress, batches=batches))
     if as_json:
         return errors.PASSED
     for name, measured in result["variants"].items():
-        print(f"{name:<8} median of {len(measured['starts'])}: query started {measured['median_query_started_s']} s, "
-              f"first batch done {measured['median_first_batch_s']} s, batch {STARTUP_BATCHES} done "
-              f"{measured[f'median_batch_{STARTUP_BATCHES}_s']} s (that batch {measured['median_later_batch_ms']} ms) "
+        print(f"{name:<9} median of {len(measured['starts'])}: query started {measured['median_query_started_s']} s, "
+              f"first batch done {measured['median_first_batch_s']} s, batch {batches} done "
+              f"{measured[f'median_batch_{batches}_s']} s (that batch {measured['median_later_batch_ms']} ms) "
               f"after launch; the JVMs' CPU until then {measured['median_cpu_s']} s (driver "
               f"{measured['median_cpu_driver_s']}, executor {measured['median_cpu_executor_s']})")
     for key, ratio in result.items():

@@ -174,6 +174,7 @@ CASES = [
     ("check of a very long path", _args("check", "/tmp/" + LONG), "chaos: /tmp/aaaa"),
     ("bench for an absurd time", _args("bench", "job", "--seconds", "1e12"), "--seconds: '1e12' is too long"),
     ("bench with absurd rounds", _args("bench", "startup", "--rounds", str(ABSURD)), "--rounds: '9999999999"),
+    ("bench with absurd batches", _args("bench", "startup", "--batches", str(ABSURD)), "--batches: '9999999999"),
     ("rerun of a broken run.json", _run_dir({"run.json": "{"}), "not a run's run.json"),
     ("rerun of an unknown experiment", _run_dir({"run.json": RUN_JSON, "checkpoint-commit-budget/spec.json": "SPEC"},
                                                 ("nope",)), "ran no experiment 'nope'"),

@@ -50,7 +50,10 @@ CASES = [
     ("no start-up rounds", ["bench", "startup", "--rounds", "0"], 2,
      "chaos bench startup: argument --rounds: '0' must be greater than 0", "see: chaos bench startup --help"),
     ("an unknown start-up variant", ["bench", "startup", "--variants", "archives,c2"], 2,
-     "chaos bench startup: argument --variants: 'c2' is not a start-up variant; allowed: archives, c1, tiered", ""),
+     "chaos bench startup: argument --variants: 'c2' is not a start-up variant; allowed: archives, c1, tiered, "
+     "serial-gc, in-driver", ""),
+    ("no batches to measure", ["bench", "startup", "--batches", "0"], 2,
+     "chaos bench startup: argument --batches: '0' must be greater than 0", "see: chaos bench startup --help"),
 ]
 
 

@@ -51,7 +51,8 @@ def test_startup_variants_differ_only_in_archives_and_jit_and_archives_is_what_t
                                      "executor-hardened": "/c/executor-hardened.jsa"})
     info = SimpleNamespace(class_archives=archives.to_dict(), s3_truststore="")
     variants = startup_variants(info)
-    assert set(variants) == {"archives", "c1", "tiered", "serial-gc"}
+    assert set(variants) == {"archives", "c1", "tiered", "serial-gc", "in-driver"}
+    assert variants["in-driver"] == {**variants["archives"], "spark.master": "local[2]"}
     assert variants["serial-gc"] == {side: f"{options} -XX:+UseSerialGC" for side, options in variants["archives"].items()}
     driver, executor = "spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"
     assert variants["c1"] == {driver: DRIVER_JAVA_OPTIONS, executor: EXECUTOR_JAVA_OPTIONS}
