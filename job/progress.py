@@ -58,7 +58,9 @@ class _JsonProgress(JStreamingQueryListener):
     """PySpark's bridge, but for progress: PySpark builds each progress event field by field, ~40 py4j calls that
     each cost the driver JVM's listener thread (measured: ~2 CPU-s in a job's first 37 s, the driver's second
     busiest thread, on every batch of every job the suite runs). Its own `StreamingQuery.lastProgress` reads the
-    progress's JSON in one call, and so does this."""
+    progress's JSON in one call, and so does this. It stands on two of PySpark's inner names (this class and the
+    JVM's PythonStreamingQueryListenerWrapper), pinned with pyspark in requirements.lock: an upgrade that moves
+    them fails the job's start at addListener, and test_job's clean runs with it."""
 
     def __init__(self, pylistener: ProgressFileListener) -> None:
         super().__init__(pylistener)
