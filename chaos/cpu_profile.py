@@ -28,6 +28,9 @@ PROC = Path("/proc")
 # (kind, test on the command line), first match wins; JVMs by their main class (a driver's classpath names Kafka
 # jars too, so "kafka" alone would not tell the broker from a job)
 KINDS: tuple[tuple[str, Callable[[list[str]], bool]], ...] = (
+    # spark-submit's own short JVM that builds the driver's command line: it names SparkSubmit as an argument, and
+    # counted as a driver it made ~12 of a smoke's "driver starts" that were none
+    ("spark launcher", lambda argv: "org.apache.spark.launcher.Main" in argv),
     ("spark executor", lambda argv: "org.apache.spark.executor.CoarseGrainedExecutorBackend" in argv),
     ("spark driver", lambda argv: "org.apache.spark.deploy.SparkSubmit" in argv),
     ("spark master/worker", lambda argv: any(a.startswith("org.apache.spark.deploy.") for a in argv)),

@@ -15,6 +15,8 @@ KAFKA_JARS = "-cp /cache/jars/kafka-broker-1/kafka-clients-4.1.1.jar:/cache/jars
 @pytest.mark.parametrize("argv, kind", [
     ([JAVA, *KAFKA_JARS.split(), "org.apache.spark.deploy.SparkSubmit", "--conf", "a=b", "pyspark-shell"],
      "spark driver"),
+    ([JAVA, "-Xmx128m", "-cp", "/spark/jars/*", "org.apache.spark.launcher.Main", "org.apache.spark.deploy.SparkSubmit",
+      "--conf", "a=b", "pyspark-shell"], "spark launcher"),
     ([JAVA, "-cp", "x", "org.apache.spark.executor.CoarseGrainedExecutorBackend", "--driver-url", "spark://d"],
      "spark executor"),
     ([JAVA, "-cp", "x", "org.apache.spark.deploy.worker.Worker", "spark://m"], "spark master/worker"),
