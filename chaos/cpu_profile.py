@@ -148,7 +148,7 @@ def cpu_by_process(kinds: Iterable[str] = STARTING) -> dict[int, tuple[str, floa
     found: dict[int, tuple[str, float]] = {}
     for pid, proc_dir in _processes():
         try:
-            argv = (proc_dir / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+            argv = _argv(proc_dir)
             kind = kind_of(argv)
             if kind in wanted:
                 found[pid] = (kind, _stat(proc_dir, ticks)[1])
@@ -161,6 +161,11 @@ def _processes() -> Iterable[tuple[int, Path]]:
     for entry in PROC.iterdir():
         if entry.name.isdigit():
             yield int(entry.name), entry
+
+
+def _argv(proc_dir: Path) -> list[str]:
+    """A process's command line, as /proc/PID/cmdline gives it (NUL-separated)."""
+    return (proc_dir / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
 
 
 def _stat(proc_dir: Path, ticks: int) -> tuple[int, float]:
@@ -212,7 +217,7 @@ def _sample(profile: Profile, ticks: int) -> None:
         argv = None
         if pid not in profile.seen:
             try:
-                argv = (proc_dir / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+                argv = _argv(proc_dir)
             except OSError:
                 argv = []
         profile.record(now, pid, argv, cpu_s)
