@@ -84,8 +84,9 @@ def _parser() -> argparse.ArgumentParser:
                          "each with the suite's scale, overrides and arms")
     run_cmd.add_argument("--changed-since", metavar="REF", help="only the experiments that a change since the git "
                          "revision REF (committed or not) can affect; says what it skips and why")
-    run_cmd.add_argument("--lanes", type=_lanes, default=1, help="run the experiments side by side on this many "
-                         "stacks (default 1; docs/benchmarks.md says what running side by side does to the figures)")
+    run_cmd.add_argument("--lanes", type=_lanes, help="run the experiments side by side on this many stacks "
+                         "(default: the suite's own `lanes`, else 1; docs/benchmarks.md says what running side by "
+                         "side does to the figures)")
     run_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
     run_cmd.add_argument("--target", type=Path, metavar="FILE", help="run against the environment this target file "
                          "describes instead of a stack of the suite's own (docs/targets.md); an arm whose faults "
@@ -200,7 +201,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             from .target import load_target
 
             target = load_target(args.target)  # a bad file: exit 2 before anything starts
-            if args.lanes > 1:
+            if args.lanes is not None and args.lanes > 1:
                 raise errors.ChaosError("--lanes with --target: a target is one environment, and its arms run one "
                                         "after another; drop --lanes", errors.USAGE)
         return run(args.experiments, args.suite, args.scale, args.backend, args.arms, args.out, sys.argv[1:],

@@ -29,8 +29,9 @@ from infra.stack import signals_deferred
 
 from .lane_queue import offered_order, queue_dir, write_queue
 from .spec import ExperimentSpec
+from .spec.fields import LIMITS
 
-MAX_LANES = 4
+MAX_LANES = int(LIMITS["lanes"])
 STOP_GRACE_S = 180.0  # a lane's teardown after Ctrl-C: heals, job stop, stack close (measured 20-60 s)
 
 Planned = Sequence[tuple[str, ExperimentSpec]]

@@ -5,7 +5,7 @@ not collide, since the entry point's name is the module's).
 Options:
   --chaos-scale X   every `chaos run` the plugin starts gets `--scale X` (a suite entry's own scale is kept)
   --chaos-seed N    ... and `--seed N` (the workload, fault jitter and lifecycle-trigger draws)
-  --chaos-lanes N   a suite's experiments side by side on N stacks (`chaos run --lanes N`)
+  --chaos-lanes N   a suite's experiments side by side on N stacks (`chaos run --lanes N`; default: the suite's own)
   --chaos-part P    all (default); `alone`: only the items marked `alone` (their verdicts hold only with the
                     machine to themselves: timing bounds); `shared`: every other item. `make test` runs the shared
                     part two tests at a time (pytest-xdist) and then the alone part by itself (tests/run_parts.py)
@@ -46,8 +46,9 @@ def pytest_addoption(parser):
                     help="pass --scale X to every `chaos run` the tests start (default: each suite's or spec's own)")
     group.addoption("--chaos-seed", type=int, default=None, metavar="N",
                     help="pass --seed N to every `chaos run` the tests start (default: each spec's own)")
-    group.addoption("--chaos-lanes", type=int, default=1, metavar="N",
-                    help="run a suite's experiments side by side on N stacks (`chaos run --lanes N`; default 1)")
+    group.addoption("--chaos-lanes", type=int, default=None, metavar="N",
+                    help="run a suite's experiments side by side on N stacks (`chaos run --lanes N`; default: the "
+                         "suite's own `lanes`)")
     group.addoption("--chaos-part", choices=PARTS, default="all",
                     help="alone: only the tests marked `alone` (timing-bound: they need the machine to themselves); "
                          "shared: every other test; all (default)")
@@ -220,7 +221,7 @@ class SuiteRuns:
             if only:
                 args += ["--only", only]
             lanes = self.session.config.getoption("chaos_lanes")
-            if lanes and lanes > 1:
+            if lanes is not None:
                 args += ["--lanes", str(lanes)]
             out = self.out / f"{Path(str(suite)).stem}-{backend}"
             out.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@
    whose checks are outcomes (exactly once, a repair, a clean teardown), not timings: each starts its own stack on
    its own ports, so two of them side by side share nothing but the CPU.
 2. alone: the tests marked `alone`, whose verdicts carry timing bounds (the smoke's recoveries, a target run's
-   recovery), with nothing beside them; the smoke on two lanes as before (`--chaos-lanes 2`).
+   recovery), with nothing beside them; the smoke on the lanes its suite file names (experiments/suites/smoke.yaml).
 
     python -m tests.run_parts [PYTEST ARGS...]     # the arguments go to both sessions (-k, -m, paths, ...)
 
@@ -22,7 +22,7 @@ import sys
 NOTHING_SELECTED = 5
 INTERRUPTED = 2
 # loadfile: a module's tests in one worker, so a module-scoped stack (and a module's steps in order) is set up once.
-PARTS = (("shared", ["-n", "2", "--dist", "loadfile"]), ("alone", ["--chaos-lanes", "2"]))
+PARTS = (("shared", ["-n", "2", "--dist", "loadfile"]), ("alone", []))
 
 
 def run_part(part: str, options: list[str], args: list[str]) -> tuple[int, bool]:

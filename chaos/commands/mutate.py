@@ -21,7 +21,7 @@ def mutate(names: list[str], suite: str | None, scale: float | None, switches: l
     unknown = [s for s in switches or [] if s not in SWITCHES]
     if unknown:
         raise errors.ChaosError(f"unknown switch {unknown[0]!r}; allowed: {', '.join(SWITCHES)}", errors.USAGE)
-    _name, specs, _repeat = _resolve(names, suite or (None if names else "smoke"), scale)
+    _name, specs, _repeat, _lanes = _resolve(names, suite or (None if names else "smoke"), scale)
     if seed is not None:
         specs = [dataclasses.replace(spec, seed=seed) for spec in specs]
     rows = plan(specs, switches)

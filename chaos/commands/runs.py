@@ -14,7 +14,7 @@ from .common import (_experiment_path, _print_results, _suite_path, progress as 
 
 def _resolve(names: list[str], suite: str | None, scale: float | None):
     """Experiment names or YAML paths (or a run's spec.json), or a suite name/path -> (run name, validated specs,
-    repeat). Nothing is run by default: the nightly suite takes about an hour, so it is asked for by name."""
+    repeat, lanes: the suite's own, else 1). Nothing is run by default: the nightly suite takes about an hour, so it is asked for by name."""
     from ..spec import check_incident, load_experiment, load_suite
 
     if suite and names:
@@ -27,13 +27,13 @@ def _resolve(names: list[str], suite: str | None, scale: float | None):
         specs = [entry.spec for entry in loaded.entries]
         for spec in specs:
             check_incident(spec)
-        return loaded.name, specs, loaded.repeat
+        return loaded.name, specs, loaded.repeat, loaded.lanes
     specs = []
     for name in names:
         spec = load_experiment(_experiment_path(name), scale or 1.0)
         check_incident(spec)
         specs.append(spec)
-    return (specs[0].name if len(specs) == 1 else "experiments"), specs, 1
+    return (specs[0].name if len(specs) == 1 else "experiments"), specs, 1, 1
 
 
 def _changed_only(specs: list, ref: str, suite: str | None) -> list:
@@ -52,8 +52,12 @@ def _changed_only(specs: list, ref: str, suite: str | None) -> list:
 
 def run(names: list[str], suite: str | None, scale: float | None, backend: str, arms: list[str] | None,
         out: Path | None, argv: list[str], seed: int | None = None, only: str | None = None,
-        changed_since: str | None = None, lanes: int = 1, target=None) -> int:
-    name, specs, repeat = _resolve(names, suite, scale)
+        changed_since: str | None = None, lanes: int | None = None, target=None) -> int:
+    """`lanes` None: the suite's own (experiments/suites/*.yaml `lanes`), one lane for experiments by name or on a
+    target (one environment: its arms run one after another)."""
+    name, specs, repeat, suite_lanes = _resolve(names, suite, scale)
+    if lanes is None:
+        lanes = 1 if target is not None else suite_lanes
     if changed_since:  # only the experiments a change since REF can affect (chaos/changed.py)
         specs = _changed_only(specs, changed_since, suite)
         if not specs:

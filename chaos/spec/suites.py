@@ -54,7 +54,7 @@ def _from_overrides(overrides: object, path: Path_) -> bool:
     return True
 
 
-SUITE_FIELDS = ("name", "description", "scale", "repeat", "require_discrimination", "experiments")
+SUITE_FIELDS = ("name", "description", "scale", "repeat", "require_discrimination", "lanes", "experiments")
 
 
 def _only_arms(merged: Mapping, raw: object, path: Path, epath: Path_) -> dict:
@@ -111,6 +111,10 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
     require = top.get("require_discrimination", False)
     if not isinstance(require, bool):
         raise SpecError(f"{path}: require_discrimination: {show(require)} is not valid; allowed: true | false")
+    lanes = top.get("lanes", 1)
+    if not is_int(lanes) or not 1 <= lanes <= LIMITS["lanes"]:
+        raise SpecError(f"{path}: lanes: {show(lanes)} is not valid; allowed: an integer >= 1 and <= "
+                        f"{num(LIMITS['lanes'])}")
 
     entries: list[SuiteEntry] = []
     names: dict[str, int] = {}
@@ -148,4 +152,4 @@ def load_suite(path: str | Path, scale: float | None = None) -> Suite:
             spec = dataclasses.replace(spec, seed=entry_seed)
         entries.append(SuiteEntry(spec=spec, overrides=MappingProxyType(overrides), scale=entry_scale))
     return Suite(source=str(path), name=name, description=description, scale=suite_scale, entries=tuple(entries),
-                 repeat=repeat, require_discrimination=require)
+                 repeat=repeat, require_discrimination=require, lanes=lanes)
