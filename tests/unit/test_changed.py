@@ -13,7 +13,7 @@ from chaos.changed import Change, changes_since, section_kinds, sections_at, sel
 from chaos.spec import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITE = ROOT / "experiments" / "suites" / "smoke.yaml"
+SUITE = ROOT / "experiments" / "suites" / "nightly.yaml"  # every experiment
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_a_spec_runs_its_experiment_only(specs):
 
 
 def test_the_suite_file_or_the_job_runs_everything(specs):
-    for path in ("experiments/suites/smoke.yaml", "job/integrity.py", "chaos/run.py", "infra/stack.py",
+    for path in ("experiments/suites/nightly.yaml", "job/integrity.py", "chaos/run.py", "infra/stack.py",
                  "a-new-unknown-file.py"):
         chosen = _decide(specs, Change(path))
         assert all(d.run for d in chosen.values()), path

@@ -32,7 +32,7 @@ def fake_run(args, out, timeout=3600):
         if only is None or name in only or f"{name}/{arm}" in only:
             if not experiments or experiments[-1]["name"] != name:
                 experiments.append({"name": name, "arms": []})
-            verdict = "FAILED" if name == "process-crash" else "PASSED"
+            verdict = "FAILED" if name == "checkpoint-commit-failures" else "PASSED"
             checks = [{"name": "recovery", "verdict": verdict, "expected": "<= 30s", "measured": "41s",
                        "message": "too slow"}]
             experiments[-1]["arms"].append({"profile": arm, "verdict": verdict, "role": "subject",

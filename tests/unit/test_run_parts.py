@@ -24,7 +24,7 @@ def test_the_alone_part_is_the_timing_bound_tests_and_the_shared_part_the_rest()
     assert shared and all(item.startswith("tests/integration/test_hardening.py::") for item in shared)
     assert sorted(alone + shared) == sorted(every)
     smoke = collected("--chaos-part", "alone", "tests/integration/test_experiments.py")
-    assert any("kafka-broker-disconnect/hardened" in item for item in smoke)
+    assert any("checkpoint-commit-failures/hardened" in item for item in smoke)
     assert collected("--chaos-part", "shared", "tests/integration/test_experiments.py") == []
 
 

@@ -25,10 +25,10 @@ def test_parse_only():
 
 def test_a_subset_keeps_the_suite_entries_as_they_are(smoke):
     by_name = {spec.name: spec for spec in smoke}
-    picked = select(smoke, parse_only("corrupted-sst/naive,kafka-broker-disconnect"))
+    picked = select(smoke, parse_only("corrupted-sst/naive,checkpoint-collision"))
     # the suite's order, not the option's; each spec is the suite's (its scale and overrides), fewer arms at most
-    assert [spec.name for spec in picked] == ["kafka-broker-disconnect", "corrupted-sst"]
-    assert picked[0] is by_name["kafka-broker-disconnect"]
+    assert [spec.name for spec in picked] == ["checkpoint-collision", "corrupted-sst"]
+    assert picked[0] is by_name["checkpoint-collision"]
     assert [a.profile for a in picked[1].arms] == ["naive"]
     assert picked[1].scale == by_name["corrupted-sst"].scale == 0.5
     assert picked[1].phases == by_name["corrupted-sst"].phases
@@ -41,8 +41,8 @@ def test_an_arm_and_its_whole_experiment_is_the_whole_experiment(smoke):
 
 
 @pytest.mark.parametrize("only, says", [
-    ("nope", "no experiment 'nope' in this run; known: kafka-broker-disconnect, "),
-    ("driver-latency/naive", "driver-latency runs no arm 'naive' here; allowed: hardened"),  # the suite runs one arm
+    ("nope", "no experiment 'nope' in this run; known: checkpoint-collision, "),
+    ("checkpoint-commit-failures/naive", "checkpoint-commit-failures runs no arm 'naive' here; allowed: hardened"),
 ])
 def test_what_the_run_does_not_have_is_a_usage_error(smoke, only, says):
     with pytest.raises(errors.ChaosError) as raised:
