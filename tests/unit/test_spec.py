@@ -733,3 +733,22 @@ def test_a_compact_schedule_needs_its_faults_one_after_another_and_no_workload_s
     doc["schedule"] = "sometimes"
     with pytest.raises(SpecError, match="schedule: 'sometimes' is not valid; allowed: fixed | compact"):
         load_experiment(write(tmp_path, doc))
+
+
+def test_a_suite_names_its_own_lanes_within_bounds(tmp_path):
+    assert load_suite(_suite(tmp_path, [{"path": "exp.yaml"}])).lanes == 1
+    assert load_suite(_suite(tmp_path, [{"path": "exp.yaml"}], lanes=2)).lanes == 2
+    for bad in (0, 5, "two", 1.5):
+        with pytest.raises(SpecError, match=r"suite\.yaml: lanes: .* is not valid; allowed: an integer >= 1 and <= 4$"):
+            load_suite(_suite(tmp_path, [{"path": "exp.yaml"}], lanes=bad))
+
+
+def test_chaos_run_takes_the_suites_lanes_unless_the_command_line_says(monkeypatch):
+    from chaos.commands import runs
+
+    seen = []
+    monkeypatch.setattr(runs, "_execute", lambda *args, **_kw: seen.append(args[8]) or 0)
+    runs.run([], "smoke", None, "local", None, None, [])
+    runs.run([], "smoke", None, "local", None, None, [], lanes=1)
+    runs.run(["checkpoint-commit-budget"], None, None, "local", None, None, [])
+    assert seen == [load_suite(ROOT / "experiments" / "suites" / "smoke.yaml").lanes, 1, 1]
