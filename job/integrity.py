@@ -49,7 +49,8 @@ import time
 from dataclasses import asdict
 from typing import Callable
 
-from .checkpoint import SST_MAGIC, Checkpoint, StateFile, parse_listing, record_problem, snapshot_ssts
+from .checkpoint import (SST_MAGIC, Checkpoint, StateFile, expected_partitions, parse_listing, record_problem,
+                         shuffle_partitions, snapshot_ssts)
 from .objectstore import Missing, ObjectStore
 from .repair_plan import Check, CheckRecord, IntegrityError, Plan, plan_recovery, record_key
 
@@ -226,13 +227,28 @@ class Integrity:
             return str(error)
         return None
 
+    def expected_partitions(self, checkpoint: Checkpoint, recorded: dict[str, dict]) -> set[str]:
+        """Every state partition a version needs: each operator's partitions, as many as the query's offsets log
+        fixed (`spark.sql.shuffle.partitions`), and every partition a manifest recorded files of; not only those
+        that still have files."""
+        partitions = None
+        for batch in sorted(checkpoint.offsets, reverse=True)[:3]:  # the conf is the same in every entry
+            try:
+                partitions = shuffle_partitions(self.store.get(self._key(record_key("offsets", batch)))[0])
+            except Missing:
+                continue
+            if partitions is not None:
+                break
+        return expected_partitions([*checkpoint.files, *recorded], partitions)
+
     def verify_and_repair(self) -> Plan:
         """Before a start: finish a repair a crash interrupted, then verify what Spark will read and repair it."""
         self._finish_interrupted_repairs()
         checkpoint = self.listing()
         recorded, copies = self.recorded()
         plan = plan_recovery(checkpoint, self.checker(recorded), self.refs,
-                             self.record_checker(checkpoint, recorded), copies=set(copies), recorded=set(recorded))
+                             self.record_checker(checkpoint, recorded), copies=set(copies), recorded=set(recorded),
+                             expected=self.expected_partitions(checkpoint, recorded))
         if plan.needed:
             self._apply(plan, {key: copies[key] for key in plan.restore}, self._carried(plan, recorded, copies))
             self.say(f"integrity: {plan.describe()}")
