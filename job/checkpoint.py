@@ -102,6 +102,18 @@ def shuffle_partitions(offsets_entry: bytes) -> int | None:
         return None
 
 
+def source_start(data: bytes) -> dict[str, dict[str, int]]:
+    """Where batch 0 began reading: a Kafka source's initial offsets file (sources/<s>/0) as {topic: {partition:
+    offset}}. Raises ValueError when it does not parse."""
+    lines = _versioned_lines(data.lstrip(b"\x00"), "the source's initial offsets")
+    start = _json_object("\n".join(lines[1:]).strip(), "the source's initial offsets")
+    try:
+        return {str(topic): {str(part): int(offset) for part, offset in offsets.items()}
+                for topic, offsets in start.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise ValueError("the source's initial offsets are not {topic: {partition: offset}}") from None
+
+
 def expected_partitions(keys: Iterable[str], partitions: int | None) -> set[str]:
     """Every state partition (as `Partition` names them: "<operator>/<part>[/<store>]") a state version needs: each
     stateful operator found in `keys` (the checkpoint's state files, its operator metadata, and what the manifests

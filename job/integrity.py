@@ -50,14 +50,17 @@ from dataclasses import asdict
 from typing import Callable
 
 from .checkpoint import (SST_MAGIC, Checkpoint, StateFile, expected_partitions, parse_listing, record_problem,
-                         shuffle_partitions, snapshot_ssts)
+                         shuffle_partitions, snapshot_ssts, source_start)
 from .objectstore import Missing, ObjectStore
-from .repair_plan import Check, CheckRecord, IntegrityError, Plan, plan_recovery, record_key
+from .repair_plan import Check, CheckRecord, IntegrityError, Plan, plan_recovery, record_key, summary
 
 __all__ = ["INTEGRITY_DIR", "Integrity", "IntegrityError", "Plan", "plan_recovery", "SST_MAGIC", "Checkpoint",
            "StateFile", "parse_listing", "snapshot_ssts"]
 
 INTEGRITY_DIR = "_integrity"
+# (where batch 0 began: {topic: {partition: offset}}) -> None while Kafka still holds every offset from there, else
+# why not. A start over replays every batch from there: without that input it would lose what it cannot read.
+InputRetained = Callable[[dict[str, dict[str, int]]], "str | None"]
 _OUTPUT_FILE = re.compile(r"batch-(\d+)\.jsonl$")
 # What a start lists: the checkpoint without the job's own bookkeeping (manifests, quarantine, rollbacks, lease).
 _LISTED_PREFIXES = ("metadata", "sources/", "offsets/", "commits/", "state/")
@@ -79,8 +82,10 @@ def _stamp() -> str:
 class Integrity:
     """Recording and verification for one checkpoint (`root` = the checkpoint's key prefix in the bucket)."""
 
-    def __init__(self, store: ObjectStore, root: str, output_root: str, say: Callable[[str], None] = print):
+    def __init__(self, store: ObjectStore, root: str, output_root: str, say: Callable[[str], None] = print,
+                 input_retained: InputRetained | None = None):
         self.store = store
+        self.input_retained = input_retained
         self.root = root.rstrip("/")
         self.output_root = output_root.rstrip("/")
         self.say = say
@@ -249,12 +254,46 @@ class Integrity:
         plan = plan_recovery(checkpoint, self.checker(recorded), self.refs,
                              self.record_checker(checkpoint, recorded), copies=set(copies), recorded=set(recorded),
                              expected=self.expected_partitions(checkpoint, recorded))
+        retained = self._input_checked(plan, checkpoint, copies)
         if plan.needed:
             self._apply(plan, {key: copies[key] for key in plan.restore}, self._carried(plan, recorded, copies))
-            self.say(f"integrity: {plan.describe()}")
+            self.say(f"integrity: {plan.describe()}{retained}")
         elif plan.version is not None:
             self.say(f"integrity: state version {plan.version} verified")
         return plan
+
+    def _batch_0_start(self, checkpoint: Checkpoint, copies: dict[str, str]) -> dict[str, dict[str, int]]:
+        """Where batch 0 began reading, from sources/*/0 (the manifests' copy where the file does not parse)."""
+        start: dict[str, dict[str, int]] = {}
+        for key in (k for k in checkpoint.copied_keys if k.startswith("sources/")):
+            try:
+                start.update(source_start(self.store.get(self._key(key))[0]))
+                continue
+            except (ValueError, Missing):
+                pass
+            if key in copies:
+                try:
+                    start.update(source_start(base64.b64decode(copies[key])))
+                except ValueError:
+                    pass
+        return start
+
+    def _input_checked(self, plan: Plan, checkpoint: Checkpoint, copies: dict[str, str]) -> str:
+        """Before a start over replays committed batches: Kafka must still hold every offset batch 0 read, or the
+        replay would silently miss what retention removed. Raises IntegrityError then; returns what the log line
+        adds."""
+        if not (plan.start_over and plan.drop_batches) or self.input_retained is None:
+            return ""
+        start = self._batch_0_start(checkpoint, copies)
+        if not start:
+            return " (the sources' initial offsets are unreadable: Spark reads the topic from its earliest offsets)"
+        why = self.input_retained(start)
+        if why:
+            raise IntegrityError(
+                f"the checkpoint cannot be repaired without replaying its input ({summary(plan.damaged)}), and "
+                f"Kafka no longer holds it: {why}; restore the checkpoint from a backup or start a new deployment "
+                "with a new checkpoint path")
+        return "; Kafka still holds every offset from batch 0's start"
 
     # -- repairs, journaled ------------------------------------------------------------------------------
     @staticmethod

@@ -118,6 +118,20 @@ def summary(damage: dict[str, str], most: int = 3) -> str:
     return "; ".join(f"{key}: {why}" for key, why in ordered[:most])
 
 
+def input_gap(start: dict[str, dict[str, int]], earliest: dict[str, dict[str, int]]) -> str | None:
+    """Why Kafka can no longer replay from `start` (where batch 0 began: {topic: {partition: offset}}), given the
+    offsets it now begins at; None when it still holds every one."""
+    for topic, offsets in sorted(start.items()):
+        for part, offset in sorted(offsets.items(), key=lambda item: int(item[0])):
+            now = earliest.get(topic, {}).get(part)
+            if now is None:
+                return f"topic {topic} has no partition {part} any more (batch 0 began there at offset {offset})"
+            if now > offset:
+                return (f"{topic}-{part} now begins at offset {now}, batch 0 began at {offset}: retention removed "
+                        f"{now - offset} record(s) a replay needs")
+    return None
+
+
 def record_key(log: str, batch: int) -> str:
     return f"{log}/{batch}"
 

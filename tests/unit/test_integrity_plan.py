@@ -8,8 +8,9 @@ import zipfile
 
 import pytest
 
-from job.checkpoint import expected_partitions, record_problem, shuffle_partitions
+from job.checkpoint import expected_partitions, record_problem, shuffle_partitions, source_start
 from job.integrity import IntegrityError, StateFile, parse_listing, plan_recovery, snapshot_ssts
+from job.repair_plan import input_gap
 from job.objectstore import Listed
 from job.supervisor import BudgetExceeded, RestartPolicy, classify, out_of_reach, root_cause
 
@@ -521,3 +522,68 @@ def test_an_http_5xx_is_an_outage_only_as_a_status_never_as_a_number_inside_anot
     for repeat in ("java.lang.IllegalStateException: batch 1503 has no offsets entry",
                    "java.lang.IllegalStateException: expected offset 25003, found 25000"):
         assert not out_of_reach(repeat), repeat
+
+
+def test_kafka_must_still_hold_every_offset_batch_0_read_for_a_start_over():
+    start = {"events": {"0": 0, "1": 0, "2": 5}}
+    assert input_gap(start, {"events": {"0": 0, "1": 0, "2": 5, "3": 0}}) is None
+    assert input_gap(start, {"events": {"0": 0, "1": 120, "2": 5}}) == (
+        "events-1 now begins at offset 120, batch 0 began at 0: retention removed 120 record(s) a replay needs")
+    assert input_gap(start, {"events": {"0": 0, "1": 0}}) == (
+        "topic events has no partition 2 any more (batch 0 began there at offset 5)")
+    assert input_gap(start, {}) is not None
+    assert source_start(b'\x00v1\n{"events":{"0":0,"1":7}}') == {"events": {"0": 0, "1": 7}}
+    with pytest.raises(ValueError):
+        source_start(b'\x00v1\n{"events":{"0":0,')
+
+
+def _start_over_store(partition_removed: str | None):
+    """A checkpoint in memory with batches 0..7 committed, every file recorded in a manifest, and every state file
+    of one partition removed afterwards."""
+    keys = [obj.key for obj in _listed(commits=range(0, 8), partitions=FOUR, changelogs=range(1, 9))]
+    store = MemoryStore([*keys, f"{ROOT}/sources/0/0", "dep/output/batch-000000000003.jsonl"])
+    store.objects[f"{ROOT}/metadata"] = b'{"id":"ec23d6a1-ec1b-416d-8ae9-19963a8a95a1"}'
+    store.objects[f"{ROOT}/sources/0/0"] = b'\x00v1\n{"events":{"0":0,"1":0}}'
+    offsets = b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.shuffle.partitions":"4"}}\n{}'
+    for b in range(0, 8):
+        store.objects[f"{ROOT}/offsets/{b}"] = offsets.replace(b"{}", b'{"events":{"0":%d,"1":%d}}' % (b, b))
+        store.objects[f"{ROOT}/commits/{b}"] = b'v1\n{"nextBatchWatermarkMs":0}'
+    files = {key[len(ROOT) + 1:]: {"size": len(data), "etag": "e"} for key, data in store.objects.items()
+             if key.startswith(ROOT + "/") and "/." not in key}
+    store.objects[f"{ROOT}/_integrity/manifests/000000000008.json"] = json.dumps({"version": 8, "files": files}).encode()
+    for key in [k for k in store.objects if partition_removed and k.startswith(f"{ROOT}/state/{partition_removed}/")]:
+        del store.objects[key]
+    return store
+
+
+def test_the_job_starts_over_for_a_partition_with_no_files_only_while_kafka_holds_the_input():
+    from job.integrity import Integrity
+
+    asked, said = [], []
+
+    def retained(gap):
+        def check(start):
+            asked.append(start)
+            return gap
+        return check
+
+    intact = Integrity(_start_over_store(None), ROOT, "dep/output", say=said.append, input_retained=retained(None))
+    assert not intact.verify_and_repair().needed and said == ["integrity: state version 8 verified"] and not asked
+    said.clear()
+    store = _start_over_store("0/3")
+    integrity = Integrity(store, ROOT, "dep/output", say=said.append, input_retained=retained(None))
+    plan = integrity.verify_and_repair()  # offsets/7 says 4 partitions: 0/3 is missing although nothing lists it
+    assert plan.start_over and asked == [{"events": {"0": 0, "1": 0}}]
+    assert said == [f"integrity: {plan.describe()}; Kafka still holds every offset from batch 0's start"]
+    assert "state/0/3/" in said[0] and not [k for k in store.objects if k.startswith(f"{ROOT}/offsets/")]
+
+    store = _start_over_store("0/3")
+    before = dict(store.objects)
+    gone = "events-1 now begins at offset 120, batch 0 began at 0: retention removed 120 record(s) a replay needs"
+    integrity = Integrity(store, ROOT, "dep/output", say=said.append, input_retained=retained(gone))
+    with pytest.raises(IntegrityError) as raised:
+        integrity.verify_and_repair()
+    assert str(raised.value).startswith("the checkpoint cannot be repaired without replaying its input (state/0/3/: "
+                                        "operator 0, partition 3: its state files are missing")
+    assert gone in str(raised.value)
+    assert store.objects == before  # refused before anything was moved: the checkpoint is as it was
