@@ -17,7 +17,9 @@ read on a start, and what "intact" means per file, is in job/checkpoint.py.
   `plan_recovery` in job/repair_plan.py, pure, over the checks this module gives it): every file Spark would read
   is checked: recorded files against their size and checksum (content downloaded and hashed); other files on their
   own (a zip's CRCs, an SST's listed size and footer magic, a log entry's syntax). A changelog with no recorded
-  checksum cannot be proven intact and counts as damaged (it costs one batch's replay).
+  checksum cannot be proven intact and counts as damaged (it costs one batch's replay). Every state partition the
+  query has (each operator's `spark.sql.shuffle.partitions` partitions, from the offsets log, and every partition a
+  manifest recorded) must load the version from files that are there: one whose files are all gone is damage too.
 - Repairing, per kind of damage (docs/job.md has the table):
   * `metadata` or a source's initial offsets: restored from the copy in the manifests (without one: set aside, and
     Spark writes a new one; nothing reads the old content once a batch is committed);
@@ -30,10 +32,12 @@ read on a start, and what "intact" means per file, is in job/checkpoint.py.
     newest version u that all of them can load and whose batch records are intact: offsets and commits of batches
     >= u are removed (batch u is planned again and replayed from Kafka), state files of versions > u and manifests
     > u are removed, and the output of batches >= u moved to quarantine, so each session is written exactly once;
-  * nothing committed yet, or no version > 0 loadable: the job starts over from its input (every state file, offsets
+  * nothing committed yet, or no version > 0 loadable (a partition with no files can load only version 0, and every
+    partition of a batch loads the same version): the job starts over from its input (every state file, offsets
     and commits entry and output object set aside; `metadata` and `sources/` kept), as long as the checkpoint still
-    holds its whole history (offsets from batch 0);
-  * otherwise: the job refuses to start, with one line (IntegrityError: exit 5).
+    holds its whole history (offsets from batch 0) and Kafka still holds every offset batch 0 read
+    (`input_retained`, asked before anything is moved);
+  * otherwise: the job refuses to start, with one line naming the missing or damaged part (IntegrityError: exit 5).
   Damaged files are moved to `_integrity/quarantine/<stamp>/`, never destroyed. A repair is first written to
   `_integrity/rollbacks/<stamp>.json` as "applying", then carried out, then marked "done"; a start that finds one
   still "applying" (the job was killed during a repair) carries it out again before anything else. Every step is
