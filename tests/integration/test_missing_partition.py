@@ -133,11 +133,10 @@ def test_without_batch_0_in_the_log_a_partition_with_no_files_stops_the_job_with
     """As after Spark's own log retention (minBatchesToRetain): the offsets and commits of batch 0 are gone, so no
     start over can rebuild the partition."""
     arm, _, _ = run
-    if arm.job is None or not arm.job.alive():
-        arm.start_job()
-        _wait_for_commits(stack, arm, 2, RESTART_S, "before the second removal")
-    code = arm.stop_job()
-    assert code == 0, f"the graceful stop ended with exit {code}\n{_context(arm)}"
+    if arm.job is not None and arm.job.alive():  # stopped by the test before, unless it failed half-way
+        code = arm.stop_job()
+        assert code == 0, f"the graceful stop ended with exit {code}\n{_context(arm)}"
+    assert len(_commits(stack, arm)) >= 2, f"too few commits to remove batch 0's: {_commits(stack, arm)}"
     s3, bucket = stack.s3_client(direct=True), stack.info.bucket
     for log in ("offsets", "commits"):
         s3.remove_object(bucket, f"{arm.checkpoint_prefix}/{log}/0")
