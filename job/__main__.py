@@ -7,15 +7,16 @@ providers (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or a profile), never from 
 imports the harness: the harness passes options like any deployer (infra/driver.py).
 
 Start-up order (hardened): take the checkpoint's lease (refused in seconds if another deployment holds it),
-verify the state version to be loaded (repair or roll back if damaged), then start Spark and the query under
-the supervisor. Every outcome that ends the job is one line on stderr starting with `job:`; exit codes:
+verify the state version to be loaded (repair or roll back if damaged; a start over only while Kafka still holds
+the input it replays, asked through Spark's JVM), then start Spark and the query under the supervisor. Every outcome that ends the job is one line on stderr starting with `job:`; exit codes:
 
     0  stopped on request (or after --run-seconds)
     1  the query failed and is not restarted (unsupervised, or a fatal error)
     2  bad arguments
     3  refused: another deployment owns the checkpoint
     4  failure budget exceeded (supervised restarts gave up)
-    5  no retained state version verifies
+    5  no retained state version verifies (every file each state partition needs), and no start over can rebuild
+       one: the line names the missing or damaged part
     6  the lease was lost while running (another deployment took the checkpoint over)
     7  a failure repeats the same way on every restart, even after the checkpoint was verified and repaired
 """
@@ -25,7 +26,7 @@ import os
 import signal
 import sys
 import time
-from typing import TypedDict
+from typing import Iterable, TypedDict
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
@@ -36,6 +37,7 @@ from .integrity import Integrity, IntegrityError
 from .lease import CheckpointLease, LeaseHeld
 from .objectstore import ObjectStore
 from .progress import ProgressFileListener
+from .repair_plan import input_gap
 from .settings import Settings, add_arguments, parser, settings_from
 from .sink import BatchWriter
 from .supervisor import BudgetExceeded, RestartPolicy, classify, root_cause
@@ -87,6 +89,31 @@ def _start_query(spark, settings: Settings, deployment: deploy.Deployment, guard
             .start())
 
 
+def _earliest_offsets(spark, servers: str, options: dict[str, str], topics: Iterable[str]) -> dict[str, dict[str, int]]:
+    """{topic: {partition: the offset it now begins at}} from the brokers, by a consumer in the driver's JVM."""
+    jvm = spark.sparkContext._jvm
+    properties = jvm.java.util.Properties()
+    properties.setProperty("bootstrap.servers", servers)
+    for option, value in options.items():
+        if option.startswith("kafka."):  # the source's client options; the others are the source's own
+            properties.setProperty(option[len("kafka."):], value)
+    for role in ("key", "value"):
+        properties.setProperty(f"{role}.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer")
+    wait = jvm.java.time.Duration.ofSeconds(30)
+    consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(properties)
+    try:
+        earliest: dict[str, dict[str, int]] = {}
+        for topic in topics:
+            partitions = jvm.java.util.ArrayList()
+            for info in consumer.partitionsFor(topic, wait) or []:
+                partitions.add(jvm.org.apache.kafka.common.TopicPartition(topic, info.partition()))
+            begins = consumer.beginningOffsets(partitions, wait)
+            earliest[topic] = {str(tp.partition()): int(begins.get(tp)) for tp in partitions}
+        return earliest
+    finally:
+        consumer.close()
+
+
 class Job:
     def __init__(self, settings: Settings, deployment: deploy.Deployment):
         self.settings = settings
@@ -136,7 +163,14 @@ class Job:
         if self.integrity is not None and state["verify"]:
             self.integrity.verify_and_repair()
             state["verify"] = False
-        if state["spark"] is None:
+        record = self.integrity.record if self.integrity is not None else None
+        return _start_query(self._session(state), settings, self.deployment, guard, record)
+
+    def _session(self, state: _RunState) -> SparkSession:
+        """Spark, started once and reused by every restart."""
+        spark = state["spark"]
+        if spark is None:
+            settings = self.settings
             spark = deploy.session(deploy.session_conf(
                 f"sessionize-{settings.profile}-{settings.deployment}", self.deployment.s3,
                 self.deployment.spark_conf, s3a_options=settings.s3a_options, spark_options=settings.spark_options))
@@ -145,8 +179,14 @@ class Job:
             spark.streams.addListener(ProgressFileListener(settings.progress_file,
                                                            on_progress=self._on_progress(state["policy"])))
             state["spark"] = spark
-        record = self.integrity.record if self.integrity is not None else None
-        return _start_query(state["spark"], settings, self.deployment, guard, record)
+        return spark
+
+    def _kafka_gap(self, state: _RunState, start: dict[str, dict[str, int]]) -> str | None:
+        """Before a start over: why Kafka can no longer replay from batch 0's start, or None. Asked of the brokers
+        with the deployment's client options, through the Kafka client Spark's Kafka source brings."""
+        options = {**self.settings.kafka_options, **self.deployment.kafka_options}
+        earliest = _earliest_offsets(self._session(state), self.deployment.kafka_bootstrap_servers, options, start)
+        return input_gap(start, earliest)
 
     def _failed(self, policy: RestartPolicy, state: _RunState, kind: str, cause: str) -> int | None:
         """A failed attempt: an exit code, or None after backing off for a restart (which verifies the checkpoint
@@ -181,6 +221,8 @@ class Job:
                                backoff_initial_s=settings.backoff_initial_ms / 1000,
                                backoff_max_s=settings.backoff_max_ms / 1000)
         state: _RunState = {"leased": False, "verify": True, "spark": None, "policy": policy}
+        if self.integrity is not None:  # a start over first asks Kafka whether it still holds batch 0's input
+            self.integrity.input_retained = lambda start: self._kafka_gap(state, start)
         deadline = time.monotonic() + settings.run_seconds if settings.run_seconds else None
         guard = self.lease.check if self.lease is not None else None
         try:

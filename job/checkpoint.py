@@ -36,6 +36,9 @@ _BATCH_FILE = re.compile(r"^(offsets|commits)/(\d+)$")
 _SOURCE_FILE = re.compile(r"^sources/\d+/\d+$")
 _VERSION_LINE = re.compile(r"^v\d+$")
 _STATE_METADATA = re.compile(r"^state/\d+/(?:\d+/)?(?:_metadata|_stateSchema)/")
+_STATE_PARTITION = re.compile(r"^state/(?P<operator>\d+)/(?P<part>\d+)(?P<store>(?:/[^/_][^/]*)*?)/"
+                              r"(?:\d+\.(?:zip|changelog)|SSTs/[^/]+\.sst)$")
+_OPERATOR = re.compile(r"^state/(?P<operator>\d+)/")
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,51 @@ class Checkpoint:
 
     def size_etag(self, key: str) -> tuple[int, str] | None:
         return self.files.get(key)
+
+
+def shuffle_partitions(offsets_entry: bytes) -> int | None:
+    """How many state partitions every stateful operator has: `spark.sql.shuffle.partitions` as the query fixed it
+    at its first batch, in the conf of an offsets entry's metadata line (None if the entry does not say)."""
+    try:
+        lines = _versioned_lines(offsets_entry, "offsets entry")
+        conf = _json_object(lines[1], "its batch metadata").get("conf", {})
+        return int(conf["spark.sql.shuffle.partitions"])
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def source_start(data: bytes) -> dict[str, dict[str, int]]:
+    """Where batch 0 began reading: a Kafka source's initial offsets file (sources/<s>/0) as {topic: {partition:
+    offset}}. Raises ValueError when it does not parse."""
+    lines = _versioned_lines(data.lstrip(b"\x00"), "the source's initial offsets")
+    start = _json_object("\n".join(lines[1:]).strip(), "the source's initial offsets")
+    try:
+        return {str(topic): {str(part): int(offset) for part, offset in offsets.items()}
+                for topic, offsets in start.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise ValueError("the source's initial offsets are not {topic: {partition: offset}}") from None
+
+
+def expected_partitions(keys: Iterable[str], partitions: int | None) -> set[str]:
+    """Every state partition (as `Partition` names them: "<operator>/<part>[/<store>]") a state version needs: each
+    stateful operator found in `keys` (the checkpoint's state files, its operator metadata, and what the manifests
+    recorded), with `partitions` partitions each, in every store that operator was seen with. With `partitions`
+    unknown, only the partitions named in `keys`."""
+    operators: dict[str, set[str]] = {}
+    named: set[str] = set()
+    for key in keys:
+        state = _STATE_PARTITION.match(key)
+        if state:
+            operators.setdefault(state.group("operator"), set()).add(state.group("store"))
+            named.add(f"{state.group('operator')}/{state.group('part')}{state.group('store')}")
+            continue
+        operator = _OPERATOR.match(key)
+        if operator:
+            operators.setdefault(operator.group("operator"), set())
+    if partitions is None:
+        return named
+    return named | {f"{operator}/{part}{store}" for operator, stores in operators.items()
+                    for store in (stores or {""}) for part in range(partitions)}
 
 
 def parse_listing(listing: Iterable[Listed], root: str) -> Checkpoint:

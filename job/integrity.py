@@ -17,7 +17,9 @@ read on a start, and what "intact" means per file, is in job/checkpoint.py.
   `plan_recovery` in job/repair_plan.py, pure, over the checks this module gives it): every file Spark would read
   is checked: recorded files against their size and checksum (content downloaded and hashed); other files on their
   own (a zip's CRCs, an SST's listed size and footer magic, a log entry's syntax). A changelog with no recorded
-  checksum cannot be proven intact and counts as damaged (it costs one batch's replay).
+  checksum cannot be proven intact and counts as damaged (it costs one batch's replay). Every state partition the
+  query has (each operator's `spark.sql.shuffle.partitions` partitions, from the offsets log, and every partition a
+  manifest recorded) must load the version from files that are there: one whose files are all gone is damage too.
 - Repairing, per kind of damage (docs/job.md has the table):
   * `metadata` or a source's initial offsets: restored from the copy in the manifests (without one: set aside, and
     Spark writes a new one; nothing reads the old content once a batch is committed);
@@ -30,10 +32,12 @@ read on a start, and what "intact" means per file, is in job/checkpoint.py.
     newest version u that all of them can load and whose batch records are intact: offsets and commits of batches
     >= u are removed (batch u is planned again and replayed from Kafka), state files of versions > u and manifests
     > u are removed, and the output of batches >= u moved to quarantine, so each session is written exactly once;
-  * nothing committed yet, or no version > 0 loadable: the job starts over from its input (every state file, offsets
+  * nothing committed yet, or no version > 0 loadable (a partition with no files can load only version 0, and every
+    partition of a batch loads the same version): the job starts over from its input (every state file, offsets
     and commits entry and output object set aside; `metadata` and `sources/` kept), as long as the checkpoint still
-    holds its whole history (offsets from batch 0);
-  * otherwise: the job refuses to start, with one line (IntegrityError: exit 5).
+    holds its whole history (offsets from batch 0) and Kafka still holds every offset batch 0 read
+    (`input_retained`, asked before anything is moved);
+  * otherwise: the job refuses to start, with one line naming the missing or damaged part (IntegrityError: exit 5).
   Damaged files are moved to `_integrity/quarantine/<stamp>/`, never destroyed. A repair is first written to
   `_integrity/rollbacks/<stamp>.json` as "applying", then carried out, then marked "done"; a start that finds one
   still "applying" (the job was killed during a repair) carries it out again before anything else. Every step is
@@ -49,14 +53,18 @@ import time
 from dataclasses import asdict
 from typing import Callable
 
-from .checkpoint import SST_MAGIC, Checkpoint, StateFile, parse_listing, record_problem, snapshot_ssts
+from .checkpoint import (SST_MAGIC, Checkpoint, StateFile, expected_partitions, parse_listing, record_problem,
+                         shuffle_partitions, snapshot_ssts, source_start)
 from .objectstore import Missing, ObjectStore
-from .repair_plan import Check, CheckRecord, IntegrityError, Plan, plan_recovery, record_key
+from .repair_plan import Check, CheckRecord, IntegrityError, Plan, plan_recovery, record_key, summary
 
 __all__ = ["INTEGRITY_DIR", "Integrity", "IntegrityError", "Plan", "plan_recovery", "SST_MAGIC", "Checkpoint",
            "StateFile", "parse_listing", "snapshot_ssts"]
 
 INTEGRITY_DIR = "_integrity"
+# (where batch 0 began: {topic: {partition: offset}}) -> None while Kafka still holds every offset from there, else
+# why not. A start over replays every batch from there: without that input it would lose what it cannot read.
+InputRetained = Callable[[dict[str, dict[str, int]]], "str | None"]
 _OUTPUT_FILE = re.compile(r"batch-(\d+)\.jsonl$")
 # What a start lists: the checkpoint without the job's own bookkeeping (manifests, quarantine, rollbacks, lease).
 _LISTED_PREFIXES = ("metadata", "sources/", "offsets/", "commits/", "state/")
@@ -78,8 +86,10 @@ def _stamp() -> str:
 class Integrity:
     """Recording and verification for one checkpoint (`root` = the checkpoint's key prefix in the bucket)."""
 
-    def __init__(self, store: ObjectStore, root: str, output_root: str, say: Callable[[str], None] = print):
+    def __init__(self, store: ObjectStore, root: str, output_root: str, say: Callable[[str], None] = print,
+                 input_retained: InputRetained | None = None):
         self.store = store
+        self.input_retained = input_retained
         self.root = root.rstrip("/")
         self.output_root = output_root.rstrip("/")
         self.say = say
@@ -226,19 +236,68 @@ class Integrity:
             return str(error)
         return None
 
+    def expected_partitions(self, checkpoint: Checkpoint, recorded: dict[str, dict]) -> set[str]:
+        """Every state partition a version needs: each operator's partitions, as many as the query's offsets log
+        fixed (`spark.sql.shuffle.partitions`), and every partition a manifest recorded files of; not only those
+        that still have files."""
+        partitions = None
+        for batch in sorted(checkpoint.offsets, reverse=True)[:3]:  # the conf is the same in every entry
+            try:
+                partitions = shuffle_partitions(self.store.get(self._key(record_key("offsets", batch)))[0])
+            except Missing:
+                continue
+            if partitions is not None:
+                break
+        return expected_partitions([*checkpoint.files, *recorded], partitions)
+
     def verify_and_repair(self) -> Plan:
         """Before a start: finish a repair a crash interrupted, then verify what Spark will read and repair it."""
         self._finish_interrupted_repairs()
         checkpoint = self.listing()
         recorded, copies = self.recorded()
         plan = plan_recovery(checkpoint, self.checker(recorded), self.refs,
-                             self.record_checker(checkpoint, recorded), copies=set(copies), recorded=set(recorded))
+                             self.record_checker(checkpoint, recorded), copies=set(copies), recorded=set(recorded),
+                             expected=self.expected_partitions(checkpoint, recorded))
+        retained = self._input_checked(plan, checkpoint, copies)
         if plan.needed:
             self._apply(plan, {key: copies[key] for key in plan.restore}, self._carried(plan, recorded, copies))
-            self.say(f"integrity: {plan.describe()}")
+            self.say(f"integrity: {plan.describe()}{retained}")
         elif plan.version is not None:
             self.say(f"integrity: state version {plan.version} verified")
         return plan
+
+    def _batch_0_start(self, checkpoint: Checkpoint, copies: dict[str, str]) -> dict[str, dict[str, int]]:
+        """Where batch 0 began reading, from sources/*/0 (the manifests' copy where the file does not parse)."""
+        start: dict[str, dict[str, int]] = {}
+        for key in (k for k in checkpoint.copied_keys if k.startswith("sources/")):
+            try:
+                start.update(source_start(self.store.get(self._key(key))[0]))
+                continue
+            except (ValueError, Missing):
+                pass
+            if key in copies:
+                try:
+                    start.update(source_start(base64.b64decode(copies[key])))
+                except ValueError:
+                    pass
+        return start
+
+    def _input_checked(self, plan: Plan, checkpoint: Checkpoint, copies: dict[str, str]) -> str:
+        """Before a start over replays committed batches: Kafka must still hold every offset batch 0 read, or the
+        replay would silently miss what retention removed. Raises IntegrityError then; returns what the log line
+        adds."""
+        if not (plan.start_over and plan.drop_batches) or self.input_retained is None:
+            return ""
+        start = self._batch_0_start(checkpoint, copies)
+        if not start:
+            return " (the sources' initial offsets are unreadable: Spark reads the topic from its earliest offsets)"
+        why = self.input_retained(start)
+        if why:
+            raise IntegrityError(
+                f"the checkpoint cannot be repaired without replaying its input ({summary(plan.damaged)}), and "
+                f"Kafka no longer holds it: {why}; restore the checkpoint from a backup or start a new deployment "
+                "with a new checkpoint path")
+        return "; Kafka still holds every offset from batch 0's start"
 
     # -- repairs, journaled ------------------------------------------------------------------------------
     @staticmethod

@@ -6,7 +6,7 @@ out. The rules, per kind of damage, are in job/integrity.py's docstring and docs
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from .checkpoint import Checkpoint, Partition, StateFile, is_state_metadata
 
@@ -45,11 +45,19 @@ def _snapshot_usable(partition: Partition, version: int, check: Check, refs: Cal
     return True
 
 
+def _base_name(base: int) -> str:
+    return f"snapshot {base}" if base else "nothing (no snapshot)"
+
+
 def newest_loadable(partition: Partition, version: int, check: Check, refs: Callable[[StateFile], dict[str, int]],
-                    damage: dict[str, str], unusable: set[int]) -> int:
-    """The newest version <= `version` this partition can load once the snapshots in `unusable` (filled in here:
-    damaged ones) are quarantined. 0 means: only from nothing (replay every batch)."""
-    for target in range(version, 0, -1):
+                    damage: dict[str, str], unusable: set[int], name: str = "?") -> int:
+    """The newest version <= `version` this partition (`name`, e.g. 0/3) can load once the snapshots in `unusable`
+    (filled in here: damaged ones) are quarantined; every file that version needs must be there and intact, and the
+    first one missing or damaged is named in `damage`. 0 means: only from nothing (replay every batch)."""
+    if not partition.snapshots and not partition.changelogs:
+        return 0  # nothing of it is there: only a start from nothing rebuilds it
+    target = version
+    while target > 0:
         candidates = sorted((v for v in partition.snapshots if v <= target and v not in unusable), reverse=True)
         for base in candidates + [0]:
             if base and not _snapshot_usable(partition, base, check, refs, damage):
@@ -63,7 +71,14 @@ def newest_loadable(partition: Partition, version: int, check: Check, refs: Call
             missing = chain[broken]
             if missing is not None:
                 damage[missing.key] = check(missing, None) or "damaged"
-            break  # an older base cannot help: Spark always starts from the newest usable snapshot <= target
+            else:
+                damage.setdefault(f"state/{name}/{base + broken + 1}.changelog",
+                                  f"missing (version {target} is loaded from {_base_name(base)} and the "
+                                  f"changelogs after it)")
+            # An older base cannot help (Spark always starts from the newest usable snapshot <= target), and every
+            # target from the broken changelog up needs it: the next one to try is the version just before it.
+            target = base + broken
+            break
     return 0
 
 
@@ -83,7 +98,7 @@ class Plan:
         return bool(self.quarantine or self.drop_state or self.drop_batches or self.restore)
 
     def describe(self) -> str:
-        damage = "; ".join(f"{key}: {why}" for key, why in sorted(self.damaged.items())[:3]) or "no damage"
+        damage = summary(self.damaged) or "no damage"
         restored = f"; restored {', '.join(self.restore)} from the manifests" if self.restore else ""
         if self.start_over:
             return (f"no committed state version can be loaded ({damage}); starting over from the input: every "
@@ -97,6 +112,26 @@ class Plan:
                 f"{restored}")
 
 
+def summary(damage: dict[str, str], most: int = 3) -> str:
+    """The first `most` damaged or missing parts, a partition with no files at all first (it decides the repair)."""
+    ordered = sorted(damage.items(), key=lambda item: (not item[0].endswith("/"), item[0]))
+    return "; ".join(f"{key}: {why}" for key, why in ordered[:most])
+
+
+def input_gap(start: dict[str, dict[str, int]], earliest: dict[str, dict[str, int]]) -> str | None:
+    """Why Kafka can no longer replay from `start` (where batch 0 began: {topic: {partition: offset}}), given the
+    offsets it now begins at; None when it still holds every one."""
+    for topic, offsets in sorted(start.items()):
+        for part, offset in sorted(offsets.items(), key=lambda item: int(item[0])):
+            now = earliest.get(topic, {}).get(part)
+            if now is None:
+                return f"topic {topic} has no partition {part} any more (batch 0 began there at offset {offset})"
+            if now > offset:
+                return (f"{topic}-{part} now begins at offset {now}, batch 0 began at {offset}: retention removed "
+                        f"{now - offset} record(s) a replay needs")
+    return None
+
+
 def record_key(log: str, batch: int) -> str:
     return f"{log}/{batch}"
 
@@ -104,14 +139,21 @@ def record_key(log: str, batch: int) -> str:
 UNPROVEN = "not recorded in a manifest: the batch may not have got that far; it is run again"
 
 
+def absent(name: str) -> str:
+    """The damage key of a state partition none of whose files is there."""
+    return f"state/{name}/"
+
+
 def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFile], dict[str, int]],
                   check_record: CheckRecord = lambda key: None, copies: frozenset[str] | set[str] = frozenset(),
-                  recorded: frozenset[str] | set[str] | None = None) -> Plan:
+                  recorded: frozenset[str] | set[str] | None = None, expected: Iterable[str] = ()) -> Plan:
     """The repair that makes `checkpoint` loadable (see the module's docstring); pure. `check` judges state files,
     `check_record` the query's records; `copies` are the records the manifests hold a copy of; `recorded` the keys
     they hold a checksum of (None: treat every record as recorded). The newest commit and an offsets entry of the
     batch in flight are trusted only when recorded: a same-size change inside a number parses, and with the
-    manifest written inside the batch, an unrecorded one means that batch never got as far as its manifest."""
+    manifest written inside the batch, an unrecorded one means that batch never got as far as its manifest.
+    `expected` names every state partition a version needs (job.checkpoint.expected_partitions): one the listing
+    lacks altogether has nothing to load a committed version from."""
     damage: dict[str, str] = {}
     last_commit = checkpoint.last_commit  # None exactly when there are no commits
     commit_key = record_key("commits", last_commit) if last_commit is not None else None
@@ -161,6 +203,15 @@ def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFil
         return True
 
     version = last_commit + 1
+    # Every partition loads the same version; one with nothing to load it from can only be rebuilt from nothing.
+    partitions = dict(checkpoint.partitions)
+    for name in sorted(set(expected)):
+        partition = partitions.setdefault(name, Partition())
+        if partition.snapshots or partition.changelogs:
+            continue
+        operator, part = name.split("/", 2)[:2]
+        damage[absent(name)] = (f"operator {operator}, partition {part}: its state files are missing (no snapshot "
+                                "or changelog to load any version from)")
     # The batch in flight (planned, not committed): its offsets entry is read on a start; a damaged one is removed
     # and Spark plans the batch again. Entries past it cannot be legitimate.
     for batch in sorted(b for b in checkpoint.offsets if b > last_commit):
@@ -170,25 +221,25 @@ def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFil
         if why:
             damage[key] = why
             plan.quarantine.append(key)
-    unusable: dict[str, set[int]] = {name: set() for name in checkpoint.partitions}
+    unusable: dict[str, set[int]] = {name: set() for name in partitions}
     restart = 0 if lost_state_metadata else version
     while restart > 0:
-        loadable = [newest_loadable(p, restart, check, refs, damage, unusable[name])
-                    for name, p in sorted(checkpoint.partitions.items())]
+        loadable = [newest_loadable(p, restart, check, refs, damage, unusable[name], name)
+                    for name, p in sorted(partitions.items())]
         restart = min(loadable, default=restart)
         if restart == 0 or records_intact(restart):
             break
         restart -= 1
-    for name, partition in sorted(checkpoint.partitions.items()):
+    for name, partition in sorted(partitions.items()):
         plan.quarantine += [partition.snapshots[v].key for v in sorted(unusable[name])]
     plan.quarantine += sorted(key for key in damage if key.endswith(".sst"))
     bad_changelogs = {key for key in damage if key.endswith(".changelog")}
     if restart == 0:
         if min(checkpoint.offsets | checkpoint.commits) != 0:
             have = f"{min(checkpoint.commits)}..{max(checkpoint.commits)}"
-            found = "; ".join(f"{k}: {w}" for k, w in sorted(damage.items())[:3])
             raise IntegrityError(
-                f"state version {version} does not verify ({found}) and no retained version does (commits {have}; "
+                f"state version {version} does not verify ({summary(damage)}) and no retained version does "
+                f"(commits {have}; "
                 "the batches before them are gone, so the job cannot start over from its input either); restore "
                 "the checkpoint from a backup or start a new deployment with a new checkpoint path")
         _start_over(plan, checkpoint)
@@ -205,7 +256,7 @@ def plan_recovery(checkpoint: Checkpoint, check: Check, refs: Callable[[StateFil
     else:
         # A damaged changelog newer than the version loaded is never read; it is rewritten by its batch.
         plan.quarantine += sorted(k for k in bad_changelogs if k not in plan.quarantine)
-    plan.quarantine = list(dict.fromkeys(plan.quarantine))
+    plan.quarantine = [key for key in dict.fromkeys(plan.quarantine) if key in checkpoint.files]  # not the missing
     return plan
 
 

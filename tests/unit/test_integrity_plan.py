@@ -8,8 +8,9 @@ import zipfile
 
 import pytest
 
-from job.checkpoint import record_problem
+from job.checkpoint import expected_partitions, record_problem, shuffle_partitions, source_start
 from job.integrity import IntegrityError, StateFile, parse_listing, plan_recovery, snapshot_ssts
+from job.repair_plan import input_gap
 from job.objectstore import Listed
 from job.supervisor import BudgetExceeded, RestartPolicy, classify, out_of_reach, root_cause
 
@@ -234,6 +235,91 @@ def test_a_rollback_to_nothing_starts_over_with_an_empty_state_directory():
     assert "state/0/1/1.changelog" in plan.drop_state and "state/0/0/1.changelog" not in plan.drop_state
 
 
+# -- every partition a version needs, not only those still listed (issue 36 part 8) ---------------------------
+FOUR = ("0/0", "0/1", "0/2", "0/3")
+
+
+def _without(objects, partition):
+    return [obj for obj in objects if not obj.key.startswith(f"{ROOT}/state/{partition}/")]
+
+
+def test_a_partition_with_every_state_file_removed_is_never_verified():
+    """The defect: the job said "state version 27 verified" with partition 3's files gone, because it checked the
+    files that were there; Spark then failed with FileNotFoundException on every start."""
+    objects = _without(_listed(commits=range(0, 8), partitions=FOUR, changelogs=range(1, 9)), "0/3")
+    cp = parse_listing(objects, ROOT)
+    assert sorted(cp.partitions) == ["0/0", "0/1", "0/2"]  # the listing alone cannot tell
+    plan = plan_recovery(cp, verdicts()[0], refs_from({}), expected=FOUR)
+    assert plan.needed and plan.restart_version != plan.version
+    assert "state/0/3/" in plan.damaged and "operator 0, partition 3" in plan.damaged["state/0/3/"]
+    assert plan.describe().startswith("no committed state version can be loaded (state/0/3/: operator 0, partition 3")
+
+
+def test_a_partition_with_nothing_to_load_from_is_rebuilt_by_starting_over_when_the_log_reaches_batch_0():
+    """Every partition of a batch loads the same version, and a partition with no files can load only version 0:
+    the whole query starts over and every batch is replayed from Kafka, its earlier output moved aside."""
+    sst_only = [obj for obj in _listed(commits=range(0, 8), partitions=FOUR, changelogs=range(1, 9),
+                                       snapshots=[5], ssts={5: ["a.sst"]})
+                if not (obj.key.startswith(f"{ROOT}/state/0/3/") and "/SSTs/" not in obj.key)]
+    for objects in (_without(_listed(commits=range(0, 8), partitions=FOUR, changelogs=range(1, 9)), "0/3"), sst_only):
+        cp = parse_listing(objects, ROOT)
+        plan = plan_recovery(cp, verdicts()[0], refs_from({5: ["a.sst"]}), expected=FOUR)
+        assert plan.start_over and plan.restart_version == 0 and plan.drop_batches == list(range(0, 8))
+        assert "state/0/0/8.changelog" in plan.drop_state
+
+
+def test_a_partition_with_nothing_to_load_from_and_the_early_batches_gone_stops_with_exit_5_naming_it():
+    objects = _without(_listed(commits=range(5, 10), partitions=FOUR, changelogs=range(6, 11), snapshots=[6],
+                               ssts={6: ["s.sst"]}), "0/2")
+    with pytest.raises(IntegrityError) as raised:
+        plan_recovery(parse_listing(objects, ROOT), verdicts()[0], refs_from({6: ["s.sst"]}), expected=FOUR)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("state version 10 does not verify (state/0/2/: operator 0, partition 2: its state "
+                              "files are missing"), message
+    assert "cannot start over from its input" in message
+
+
+def test_a_missing_changelog_rolls_every_partition_back_to_the_newest_version_all_can_load_and_is_named():
+    objects = [obj for obj in _listed(commits=range(0, 12), partitions=FOUR, changelogs=range(1, 13),
+                                      snapshots=[5], ssts={5: ["a.sst"]})
+               if obj.key != f"{ROOT}/state/0/1/9.changelog"]
+    plan = plan_recovery(parse_listing(objects, ROOT), verdicts()[0], refs_from({5: ["a.sst"]}), expected=FOUR)
+    assert plan.version == 12 and plan.restart_version == 8 and plan.drop_batches == [8, 9, 10, 11]
+    assert plan.damaged == {"state/0/1/9.changelog":
+                            "missing (version 12 is loaded from snapshot 5 and the changelogs after it)"}
+    assert "state/0/1/9.changelog" not in plan.quarantine + plan.drop_state  # nothing to move: it is not there
+    assert "state/0/3/12.changelog" in plan.drop_state
+
+
+def test_a_missing_snapshot_with_the_changelogs_before_it_needs_nothing():
+    """Spark loads from the newest snapshot that is there: a zip gone (and its SSTs) costs nothing while the
+    changelogs from an older one, or from version 1, are all there."""
+    objects = [obj for obj in _listed(commits=range(0, 8), partitions=FOUR, changelogs=range(1, 9),
+                                      snapshots=[5], ssts={5: ["a.sst"]})
+               if not obj.key.startswith((f"{ROOT}/state/0/2/5.zip", f"{ROOT}/state/0/2/SSTs/"))]
+    plan = plan_recovery(parse_listing(objects, ROOT), verdicts()[0], refs_from({5: ["a.sst"]}), expected=FOUR)
+    assert not plan.needed and plan.restart_version == 8
+
+
+def test_the_expected_partitions_come_from_the_offsets_log_conf_and_every_operator_seen():
+    offsets = (b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.shuffle.partitions":"4",'
+               b'"spark.sql.streaming.stateStore.providerClass":"x"}}\n{"events":{"0":12}}')
+    assert shuffle_partitions(offsets) == 4
+    assert shuffle_partitions(b'v1\n{"batchWatermarkMs":0,"conf":{}}\n{"events":{"0":12}}') is None
+    assert shuffle_partitions(b"v1\n{torn") is None
+    keys = ["metadata", "offsets/3", "state/0/_metadata/metadata", "state/0/0/_metadata/schema",
+            "state/0/0/1.changelog", "state/0/1/SSTs/a.sst", "state/1/_metadata/metadata"]
+    assert expected_partitions(keys, 2) == {"0/0", "0/1", "1/0", "1/1"}
+    assert expected_partitions(keys, None) == {"0/0", "0/1"}  # unknown count: only what is named
+    # a join's stores are partitions of their own, as job.checkpoint names them
+    join = ["state/0/0/left-keyToNumValues/1.changelog", "state/0/1/right-keyWithIndexToValue/2.zip"]
+    assert expected_partitions(join, 2) == {f"0/{p}/{store}" for p in (0, 1)
+                                            for store in ("left-keyToNumValues", "right-keyWithIndexToValue")}
+    assert set(parse_listing([Listed(f"{ROOT}/{key}", 1, "e") for key in join], ROOT).partitions) <= \
+        expected_partitions(join, 2)
+
+
 def test_record_syntax_catches_torn_and_garbled_entries():
     offsets = (b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"events":{"0":12,"1":7}}')
     assert record_problem("offsets/3", offsets) is None
@@ -436,3 +522,68 @@ def test_an_http_5xx_is_an_outage_only_as_a_status_never_as_a_number_inside_anot
     for repeat in ("java.lang.IllegalStateException: batch 1503 has no offsets entry",
                    "java.lang.IllegalStateException: expected offset 25003, found 25000"):
         assert not out_of_reach(repeat), repeat
+
+
+def test_kafka_must_still_hold_every_offset_batch_0_read_for_a_start_over():
+    start = {"events": {"0": 0, "1": 0, "2": 5}}
+    assert input_gap(start, {"events": {"0": 0, "1": 0, "2": 5, "3": 0}}) is None
+    assert input_gap(start, {"events": {"0": 0, "1": 120, "2": 5}}) == (
+        "events-1 now begins at offset 120, batch 0 began at 0: retention removed 120 record(s) a replay needs")
+    assert input_gap(start, {"events": {"0": 0, "1": 0}}) == (
+        "topic events has no partition 2 any more (batch 0 began there at offset 5)")
+    assert input_gap(start, {}) is not None
+    assert source_start(b'\x00v1\n{"events":{"0":0,"1":7}}') == {"events": {"0": 0, "1": 7}}
+    with pytest.raises(ValueError):
+        source_start(b'\x00v1\n{"events":{"0":0,')
+
+
+def _start_over_store(partition_removed: str | None):
+    """A checkpoint in memory with batches 0..7 committed, every file recorded in a manifest, and every state file
+    of one partition removed afterwards."""
+    keys = [obj.key for obj in _listed(commits=range(0, 8), partitions=FOUR, changelogs=range(1, 9))]
+    store = MemoryStore([*keys, f"{ROOT}/sources/0/0", "dep/output/batch-000000000003.jsonl"])
+    store.objects[f"{ROOT}/metadata"] = b'{"id":"ec23d6a1-ec1b-416d-8ae9-19963a8a95a1"}'
+    store.objects[f"{ROOT}/sources/0/0"] = b'\x00v1\n{"events":{"0":0,"1":0}}'
+    offsets = b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.shuffle.partitions":"4"}}\n{}'
+    for b in range(0, 8):
+        store.objects[f"{ROOT}/offsets/{b}"] = offsets.replace(b"{}", b'{"events":{"0":%d,"1":%d}}' % (b, b))
+        store.objects[f"{ROOT}/commits/{b}"] = b'v1\n{"nextBatchWatermarkMs":0}'
+    files = {key[len(ROOT) + 1:]: {"size": len(data), "etag": "e"} for key, data in store.objects.items()
+             if key.startswith(ROOT + "/") and "/." not in key}
+    store.objects[f"{ROOT}/_integrity/manifests/000000000008.json"] = json.dumps({"version": 8, "files": files}).encode()
+    for key in [k for k in store.objects if partition_removed and k.startswith(f"{ROOT}/state/{partition_removed}/")]:
+        del store.objects[key]
+    return store
+
+
+def test_the_job_starts_over_for_a_partition_with_no_files_only_while_kafka_holds_the_input():
+    from job.integrity import Integrity
+
+    asked, said = [], []
+
+    def retained(gap):
+        def check(start):
+            asked.append(start)
+            return gap
+        return check
+
+    intact = Integrity(_start_over_store(None), ROOT, "dep/output", say=said.append, input_retained=retained(None))
+    assert not intact.verify_and_repair().needed and said == ["integrity: state version 8 verified"] and not asked
+    said.clear()
+    store = _start_over_store("0/3")
+    integrity = Integrity(store, ROOT, "dep/output", say=said.append, input_retained=retained(None))
+    plan = integrity.verify_and_repair()  # offsets/7 says 4 partitions: 0/3 is missing although nothing lists it
+    assert plan.start_over and asked == [{"events": {"0": 0, "1": 0}}]
+    assert said == [f"integrity: {plan.describe()}; Kafka still holds every offset from batch 0's start"]
+    assert "state/0/3/" in said[0] and not [k for k in store.objects if k.startswith(f"{ROOT}/offsets/")]
+
+    store = _start_over_store("0/3")
+    before = dict(store.objects)
+    gone = "events-1 now begins at offset 120, batch 0 began at 0: retention removed 120 record(s) a replay needs"
+    integrity = Integrity(store, ROOT, "dep/output", say=said.append, input_retained=retained(gone))
+    with pytest.raises(IntegrityError) as raised:
+        integrity.verify_and_repair()
+    assert str(raised.value).startswith("the checkpoint cannot be repaired without replaying its input (state/0/3/: "
+                                        "operator 0, partition 3: its state files are missing")
+    assert gone in str(raised.value)
+    assert store.objects == before  # refused before anything was moved: the checkpoint is as it was
