@@ -27,6 +27,7 @@ from job.settings import FACTORIES
 from .checks.logs import control_signatures
 from .checks.recovery import healthy_sample
 from .checks.registry import holding_back
+from .faults.base import job_line
 from .history import HistoryWriter
 from .jobrun import DRAIN_KEY, ArmConfig, JobArm
 from .lifecycle import LifecycleWatch
@@ -98,7 +99,8 @@ class ArmContext:
         self.history.watch(patterns)
         self.logs = LogScanner(patterns, self.history, stack.run_dir)
         self.arm.on_start = self._job_started
-        self.arm.before_start = self.record_own_exit  # a heal restarting a driver that ended by itself
+        self.arm.before_start = self.record_own_exit  # a start replacing a driver that ended by itself
+        self.arm.record_own_exit = self.record_own_exit  # a fault finding the driver ended by itself
         # The faults this arm runs, by their index in the spec (the realised schedule is the same for both arms).
         chosen = spec.arm(profile).faults
         self.fault_indices = list(range(len(spec.faults))) if chosen is None else list(chosen)
@@ -121,8 +123,17 @@ class ArmContext:
         if job is None or job is self.own_exit_recorded or job.alive() or job.signalled_to_end:
             return
         self.own_exit_recorded = job
-        self.history.job("exited", "job-driver", code=job.returncode)
+        # its last `job:` line goes with it, so the exits check (chaos/checks/deployment.py) can say what it said
+        self.history.job("exited", "job-driver", code=job.returncode, line=job_line(job.log_path))
         self.say(f"the job's driver ended by itself (exit {job.returncode}); see {job.log_path}")
+
+    def driver_ended_by_itself(self) -> bool:
+        """The latest driver has ended and no signal of the harness's asked it to (recorded, if not yet)."""
+        job = self.arm.job
+        if job is None or job.alive() or job.signalled_to_end:
+            return False
+        self.record_own_exit()
+        return True
 
     def _job_started(self, process) -> None:
         self.logs.watch(process.log_path)
@@ -177,7 +188,9 @@ def warm_up(ctx: ArmContext) -> bool:
         job = ctx.arm.job
         assert job is not None, "the arm's job is started before its warm-up"
         if not job.alive():
-            ctx.history.job("exited", "job-driver", code=job.returncode, cause="during start-up")
+            ctx.history.job("exited", "job-driver", code=job.returncode, cause="during start-up",
+                            line=job_line(job.log_path))
+            ctx.own_exit_recorded = job
             ctx.say(f"the job exited during start-up; see {job.log_path}")
             return False
         batches = [r["progress"] for r in read_progress(ctx.arm.progress_path)
@@ -359,7 +372,12 @@ class FaultSchedule:
                 chosen = draw(dataclasses.replace(trigger, events=possible), rng)
                 occurrence = ctx.watch.wait(trigger, chosen, window_end, fault.stop)
                 if occurrence is None:
-                    if not fault.stop.is_set():
+                    if not fault.stop.is_set() and ctx.driver_ended_by_itself():
+                        # no event can come from a driver that is gone: the job failed (its own exit, recorded and
+                        # judged by the exits check), not the environment
+                        ctx.say(f"{what}: trigger {chosen.event} (firing {firing} of {fault.firings}) did not "
+                                "happen: the job's driver had ended by itself")
+                    elif not fault.stop.is_set():
                         ctx.history.error(f"{what}: trigger {chosen.event} (firing {firing} of {fault.firings}) did "
                                           f"not happen within the fault's window")
                     break

@@ -6,7 +6,9 @@ checkers are pure functions over these records, so any stored run can be re-judg
     phase   name (steady | inject | recover), boundary (start | end)
     fault   name, target, state (injecting | injected | healing | healed), params
     sample  the probes' measurements; a metric a probe could not measure is null (never a guess)
-    job     event (started | exited | restarted | refused), process, and e.g. code for exited
+    job     event (started | exited | restarted | refused), process, and e.g. code for exited; an `exited` the
+            harness caused carries `cause` (a kill, a stop for a fault, "stopped at the arm's end"), one the job
+            ended by itself carries its code and `line` (its last `job:` line) instead
     log     a matched log signature: signature (the spec's pattern), source (file), line, text, count (lines of that
             source matched so far: the first matches are recorded one by one, later ones as tallies)
     trigger a lifecycle trigger fired (chaos/triggers.py): fault (its index in the spec), name, target, firing (1-based)
@@ -16,6 +18,7 @@ checkers are pure functions over these records, so any stored run can be re-judg
             window's end), total_saved_s (so far; every later window and phase mark moved up by it)
     error   the environment failed (a toxiproxy call, a broker that did not start): never a job failure
     skipped the arm was not run, and why (a fault that cannot act on the target: docs/targets.md): verdict SKIPPED
+    interrupted the run was interrupted (Ctrl-C, SIGTERM) while this arm ran, and where: verdict INTERRUPTED
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "s
 # numRowsDroppedByWatermark, summed over every batch the job reported): why events can be lost with no fault in the
 # job itself. Both recorded, not probe metrics.
 SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "late_rows", "alive")
-RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "schedule", "error", "watch", "skipped")
+RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "schedule", "error", "watch", "skipped",
+                "interrupted")
 
 Record = Mapping[str, object]
 
@@ -115,6 +119,10 @@ class HistoryWriter:
     def skipped(self, reason: str) -> dict[str, object]:
         """The arm is not run: its verdict is SKIPPED with `reason`, whatever else the history holds."""
         return self._append("skipped", {"reason": reason})
+
+    def interrupted(self, reason: str) -> dict[str, object]:
+        """The arm was cut short by an interrupt: its verdict is INTERRUPTED, whatever its checks measured."""
+        return self._append("interrupted", {"reason": reason})
 
     def _append(self, record_type: str, fields: dict[str, object]) -> dict[str, object]:
         with self._lock:

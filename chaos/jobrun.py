@@ -106,6 +106,9 @@ class JobArm:
         self.on_start: Callable[[ManagedProcess], None] = lambda process: None  # e.g. the log scanner
         # before a new driver replaces the last one: e.g. recording that one's own exit while it is still the job
         self.before_start: Callable[[], None] = lambda: None
+        # records the latest driver's own exit (one no signal of the harness's caused), once: a fault that finds the
+        # driver ended by itself calls it and leaves the driver down (chaos/arm_steps.py sets it)
+        self.record_own_exit: Callable[[], None] = lambda: None
 
     # -- paths ---------------------------------------------------------------------------------------------
     @property

@@ -173,11 +173,18 @@ class ArmRun:
                     ctx.arm.drain()
             ctx.record_own_exit()  # ended by itself in the drain: recorded as such, not as the arm's stop
             ctx.arm.stop_job()
+            ctx.record_own_exit()  # ended by itself just before the stop reached it: its own exit too
             if ctx.arm.job is None or ctx.arm.job is not ctx.own_exit_recorded:
-                ctx.history.job("exited", "job-driver", code=ctx.arm.job.returncode if ctx.arm.job else None)
+                # `stop`: the harness's own stop, never an exit the exits check judges (chaos/checks/deployment.py)
+                ctx.history.job("exited", "job-driver", code=ctx.arm.job.returncode if ctx.arm.job else None,
+                                stop="at the arm's end")
         except InfraError as exc:
             ctx.history.error(str(exc))
             ctx.say(f"environment error: {exc}")
+        except KeyboardInterrupt:
+            # cut short: whatever the checks measure of this arm, its verdict is INTERRUPTED (chaos/checks/arm.py)
+            ctx.history.interrupted("the run was interrupted (Ctrl-C or SIGTERM) while this arm ran")
+            raise
         finally:
             if turn is not None:
                 turn.release()

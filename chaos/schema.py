@@ -16,6 +16,7 @@ from . import spec, triggers
 from .faults.base import Param
 from .faults.registry import FAULTS
 from .history import PHASES
+from .spec.model import INVARIANTS
 
 SCHEMA_ID = "https://streaming-state-chaos.invalid/spec.schema.json"  # an identifier only; nothing is fetched
 
@@ -142,6 +143,9 @@ def _arm(control: bool) -> dict:
                              "uniqueItems": True}}
     if control:
         properties.update(expect={"enum": list(spec.EXPECTS)}, note=_text())
+    else:  # a subject's invariants, each waived only with the measured reason why
+        properties["waive"] = {**_object({name: _text() for name in INVARIANTS}, description="invariants this arm "
+                                         "is not judged on, each with the measured reason why"), "minProperties": 1}
     return _object(properties, required=("targets",))
 
 

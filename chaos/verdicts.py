@@ -10,7 +10,9 @@ act on a target: a process fault with no hook, a network fault with no proxy in 
 below every verdict that says something is broken (a broken environment or a failed check still wins) and above
 PASSED, so a run of PASSED and SKIPPED arms is SKIPPED, never PASSED, and exits 6, not 0. An arm is SKIPPED by a
 `skipped` record in its history (chaos/checks/arm.py). INTERRUPTED is a whole run cut short (run.json status
-`interrupted`); it is never an arm's or a check's verdict.
+`interrupted`), and an arm cut short by it (an `interrupted` record in its history, or a history that ends before
+the arm stopped its job): such an arm is never PASSED, whatever its checks measured. It is never a check's verdict;
+it ranks between NODATA and SKIPPED (DISPLAY_ORDER), so a FAILED arm that did finish still fails its experiment.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ INTERRUPTED = "INTERRUPTED"
 VERDICTS = (FAILED, UNKNOWN, HANG, NODATA, SKIPPED, PASSED)  # worst first: what a check or an arm can be
 # Worst first with a run's INTERRUPTED among them (cut short ranks above a pass): the order to list verdicts in.
 DISPLAY_ORDER = (FAILED, UNKNOWN, HANG, NODATA, INTERRUPTED, SKIPPED, PASSED)
-RANK = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
+RANK = {verdict: rank for rank, verdict in enumerate(DISPLAY_ORDER)}
 
 # The exit code of `chaos run`, `chaos check` and the other commands that judge: one per verdict (chaos/errors.py).
 EXIT = {PASSED: errors.PASSED, FAILED: errors.FAILED, UNKNOWN: errors.ENVIRONMENT, HANG: errors.HANG,
@@ -32,11 +34,12 @@ EXIT = {PASSED: errors.PASSED, FAILED: errors.FAILED, UNKNOWN: errors.ENVIRONMEN
 
 
 def worst(verdicts: Iterable[str], default: str = NODATA) -> str:
-    """The worst verdict (FAILED > UNKNOWN > HANG > NODATA > SKIPPED > PASSED); `default` when there is none."""
+    """The worst verdict (FAILED > UNKNOWN > HANG > NODATA > INTERRUPTED > SKIPPED > PASSED); `default` when there
+    is none."""
     found = list(verdicts)
     for verdict in found:
         if verdict not in RANK:
-            raise ValueError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+            raise ValueError(f"verdict {verdict!r} is not one of {', '.join(DISPLAY_ORDER)}")
     return min(found, key=RANK.__getitem__) if found else default
 
 

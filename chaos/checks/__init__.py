@@ -31,6 +31,9 @@ The modules, along the seams of what they judge:
                                        flight, the next state version loadable in every partition
     deployment.py      refused_within  every second deployment is refused (or exits non-zero) within the bound
                        exit_code       the code the job's driver ended with
+                       exits           every arm: an exit of the driver the harness did not cause FAILS a subject
+                                       (code, meaning, the job's last line) unless exit_code names it; a control's
+                                       is recorded, never failing it
     steady_state.py    probe:<metric>  the spec's steady-state probes: the fraction of measured samples outside
                                        [min, max] in the probe's phases is <= tolerance
     arm.py             one arm: the registered checks, then a control arm's `control` check (expect=incident needs

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from ..spec import Arm, ExperimentSpec, Targets
-from ..verdicts import SKIPPED, worst
+from ..verdicts import INTERRUPTED, SKIPPED, worst
 from .base import ArmData
 from .exactly_once import count_of
 from .logs import evidence_start, match_count, trim
@@ -18,9 +18,11 @@ from .timeline import Check, Timeline, time_of, timeline
 
 def judge_records(records: Sequence[Mapping[str, object]], spec: ExperimentSpec, profile: str,
                   oracle: Mapping[str, object] | None = None, lineage: Mapping[str, object] | None = None,
-                  summary: Mapping[str, object] | None = None, missing: Mapping[str, str] | None = None) -> dict:
+                  summary: Mapping[str, object] | None = None, missing: Mapping[str, str] | None = None,
+                  run_status: str | None = None) -> dict:
     """An arm's result (the shape of result.json) from its parsed files. `missing` says why oracle/lineage are
-    None (keys "oracle", "lineage"), for the checks' messages."""
+    None (keys "oracle", "lineage"), for the checks' messages; `run_status` is run.json's (an arm of an interrupted
+    run may have been cut short: `cut_short`)."""
     arm = spec.arm(profile)
     reason = skipped_reason(records)
     if reason is not None:
@@ -40,10 +42,31 @@ def judge_records(records: Sequence[Mapping[str, object]], spec: ExperimentSpec,
     def count(key: str) -> int | None:
         return count_of(oracle, key) if oracle is not None else None
 
-    return {"profile": profile, "verdict": worst(c.verdict for c in checks), "role": arm.role,
-            "recovery_s": _recovery_seconds(tl, targets),
-            "lost": count("lost"), "duplicated": count("duplicated"), "signature": signature,
-            "checks": [c.to_dict() for c in checks]}
+    result: dict[str, object] = {"profile": profile, "verdict": worst(c.verdict for c in checks), "role": arm.role,
+                                 "recovery_s": _recovery_seconds(tl, targets),
+                                 "lost": count("lost"), "duplicated": count("duplicated"), "signature": signature,
+                                 "checks": [c.to_dict() for c in checks]}
+    if arm.waive:  # shown beside the checks: what the arm was not judged on, and why
+        result["waived"] = dict(arm.waive)
+    interrupted = cut_short(records, run_status)
+    if interrupted is not None:  # whatever its checks measured, an arm cut short never passes (nor fails)
+        result.update(verdict=INTERRUPTED, interrupted=interrupted)
+    return result
+
+
+def cut_short(records: Sequence[Mapping[str, object]], run_status: str | None = None) -> str | None:
+    """Why the arm was cut short by an interrupt, or None: its history's `interrupted` record, or (a history
+    written before that record existed) an interrupted run in which the arm never stopped its job (the last record
+    of its driver is no exit)."""
+    found = next((r for r in records if r.get("type") == "interrupted"), None)
+    if found is not None:
+        return str(found.get("reason") or "the run was interrupted while this arm ran")
+    if run_status != "interrupted":
+        return None
+    driver = [r for r in records if r.get("type") == "job" and r.get("process") == "job-driver"]
+    if driver and driver[-1].get("event") == "exited":
+        return None
+    return "the run was interrupted before this arm stopped its job"
 
 
 def skipped_reason(records: Sequence[Mapping[str, object]]) -> str | None:

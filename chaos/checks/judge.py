@@ -69,19 +69,20 @@ def _read_arm(arm_dir: Path) -> _ArmFiles | str:
                      {"oracle": oracle_why, "lineage": lineage_why})
 
 
-def judge_arm(arm_dir: str | Path, spec: ExperimentSpec, profile: str) -> dict:
-    """Read one arm directory (history.jsonl, oracle.json, lineage.json, arm.json) and judge it."""
+def judge_arm(arm_dir: str | Path, spec: ExperimentSpec, profile: str, run_status: str | None = None) -> dict:
+    """Read one arm directory (history.jsonl, oracle.json, lineage.json, arm.json) and judge it; `run_status` is
+    run.json's (an arm of an interrupted run may have been cut short)."""
     files = _read_arm(Path(arm_dir))
     if isinstance(files, str):
         return _unknown_arm(profile, spec.arm(profile).role, "history", files)
     return judge_records(files.records, spec, profile, oracle=files.oracle, lineage=files.lineage,
-                         summary=files.summary, missing=files.missing)
+                         summary=files.summary, missing=files.missing, run_status=run_status)
 
 
-def _guarded_arm(arm_dir: Path, spec: ExperimentSpec, profile: str) -> dict:
+def _guarded_arm(arm_dir: Path, spec: ExperimentSpec, profile: str, run_status: str | None = None) -> dict:
     """judge_arm; what it raises outside a check (reading, indexing the history) makes the arm UNKNOWN."""
     try:
-        return judge_arm(arm_dir, spec, profile)
+        return judge_arm(arm_dir, spec, profile, run_status)
     except Exception as error:  # noqa: BLE001 - a broken judge is UNKNOWN, never a lost results.json
         check = raised("judge", error)
         return _unknown_arm(profile, spec.arm(profile).role, check.name, check.message)
@@ -133,7 +134,8 @@ def _with_signature_ratio(experiment_dir: Path, spec: ExperimentSpec, arm: dict)
     except Exception as error:  # noqa: BLE001 - guarded like every check
         check = raised("signature_ratio", error)
     checks = [*arm["checks"], check.to_dict()]
-    return {**arm, "checks": checks, "verdict": worst([arm["verdict"], check.verdict])}
+    verdict = arm["verdict"] if arm.get("interrupted") else worst([arm["verdict"], check.verdict])
+    return {**arm, "checks": checks, "verdict": verdict}
 
 
 def _experiment_dirs(run_dir: Path, listed: object) -> list[Path]:
@@ -168,7 +170,7 @@ def judge_run(run_dir: str | Path) -> dict:
                               if (experiment_dir / CONTROL).is_dir() else
                               discrimination_result(None, [], not_run="the control (naive) arm was not run"))
         else:
-            arms = [_guarded_arm(experiment_dir / arm.profile, spec, arm.profile)
+            arms = [_guarded_arm(experiment_dir / arm.profile, spec, arm.profile, status)
                     for arm in spec.arms if (experiment_dir / arm.profile).is_dir()]
             incident = {"file": spec.incident.file, "error": spec.incident.error}
             try:

@@ -90,12 +90,14 @@ def guarded(name: str, judge: Callable[..., Judged], *args: Any) -> list[Check]:
 
 
 def judge_arm_checks(arm: ArmData) -> list[Check]:
-    """Every registered check the arm's targets set, judged on its own data, in registry order."""
-    targets = arm.spec.arm(arm.profile).targets
+    """Every registered check the arm's judged targets set (its own, and a subject's invariants: chaos.spec.model
+    Arm.judged_targets), judged on its own data, in registry order; an invariant the arm waives is left out."""
+    spec_arm = arm.spec.arm(arm.profile)
+    targets = spec_arm.judged_targets
     checks: list[Check] = []
     for check in list(CHECKS):
         value = check.target_of(targets)
-        if value is not None:
+        if value is not None and check.name not in spec_arm.waive:
             checks += guarded(check.name, check.judge, arm, value)
     return checks
 

@@ -110,6 +110,8 @@ class ArmControl(Protocol):
     def start_job(self) -> ManagedProcess: ...
     def start_second_deployment(self) -> ManagedProcess: ...
     def stop_job(self, timeout: float = 60.0) -> int | None: ...
+    # Records the latest driver's own exit (one no signal of the harness's caused), once.
+    record_own_exit: Callable[[], None]
 
 
 @dataclass
@@ -146,6 +148,7 @@ class BaseFault:
         self.healed = False
         self.healed_at: float | None = None  # monotonic time of the heal
         self.stop = threading.Event()  # set when the arm ends: a fault's own waits return at once
+        self.stopped_jobs: list[ManagedProcess] = []  # the job's drivers this fault killed or stopped
 
     # The runner calls run_inject/run_heal; subclasses implement inject/heal.
     def run_inject(self) -> None:
@@ -170,6 +173,40 @@ class BaseFault:
         """The fault's params (every declared param, defaults filled in, durations in seconds): values as its kind
         declares them, so typed Any here."""
         return self.fault.params
+
+    # -- the job's driver: a fault brings back what it stopped, and nothing else -------------------------------
+    def ended_by_itself(self, job: ManagedProcess | None) -> bool:
+        """`job` has ended and no signal of the harness's asked it to: recorded as the job's own exit (judged by the
+        exits check, chaos/checks/deployment.py), and never started again by a fault."""
+        if job is None or job.alive() or job.signalled_to_end:
+            return False
+        if job is self.ctx.arm.job:
+            self.ctx.arm.record_own_exit()
+        self.ctx.say(f"{self.fault.fault}: the job's driver ended by itself (exit {job.returncode}): it is left down")
+        return True
+
+    def stop_job(self, cause: str) -> bool:
+        """Stop the job's driver for this fault (recorded with `cause`); False, and nothing stopped, when it had
+        ended by itself first (recorded as its own exit) or another fault has it down."""
+        job = self.ctx.arm.job
+        if job is None or self.ended_by_itself(job) or not job.alive():
+            return False
+        self.ctx.arm.stop_job()
+        if self.ended_by_itself(job):  # it ended by itself just before the stop reached it
+            return False
+        self.stopped_jobs.append(job)
+        self.ctx.history.job("exited", "job-driver", cause=cause)
+        return True
+
+    def bring_back(self) -> None:
+        """Start the job's driver again if it is down because this fault stopped it; a driver that ended by itself
+        (before or after this fault acted) stays down, recorded as its own exit."""
+        job = self.ctx.arm.job
+        if job is None or job.alive() or self.ended_by_itself(job):
+            return
+        if any(job is stopped for stopped in self.stopped_jobs):
+            new = self.ctx.arm.start_job()
+            self.ctx.history.job("restarted", "job-driver", pid=new.pid)
 
     def _record(self, state: str) -> None:
         self.ctx.history.fault(self.fault.fault, self.fault.target, state, self.params)

@@ -24,9 +24,7 @@ class SecondDeployment(BaseFault):
 
     def inject(self) -> None:
         arm, history = self.ctx.arm, self.ctx.history
-        if self.params["mode"] == "simultaneous":
-            arm.stop_job()
-            history.job("exited", "job-driver", cause="stopped for a second deployment")
+        if self.params["mode"] == "simultaneous" and self.stop_job("stopped for a second deployment"):
             first = arm.start_job()
             history.job("restarted", "job-driver", pid=first.pid)
         elif self.stop.wait(self.params.get("stagger") or 10.0):
@@ -55,10 +53,7 @@ class SecondDeployment(BaseFault):
             second.signal_leader(signal.SIGTERM)  # a graceful stop first: the driver stops its query and Spark
             if second.wait(20) is None:
                 second.stop(grace=10)
-        job = self.ctx.arm.job
-        if job is None or not job.alive():
-            new = self.ctx.arm.start_job()
-            self.ctx.history.job("restarted", "job-driver", pid=new.pid)
+        self.bring_back()
 
 
 def _validate_second_deployment(fault: Fault, path: tuple[str, ...]) -> None:
@@ -91,16 +86,21 @@ class CorruptCheckpoint(BaseFault):
         job = self.ctx.arm.job
         if job is None:
             raise FaultError("checkpoint.corrupt fired with no job running to kill")
+        if self.ended_by_itself(job):
+            return  # nothing to kill: the job failed first, and stays down
         job.signal(signal.SIGKILL)
+        self.stopped_jobs.append(job)
         job.wait(30)
         self.ctx.history.job("exited", "job-driver", cause="killed at a lifecycle event to corrupt its checkpoint")
 
     def after_fire(self) -> None:
-        self._damage_and_restart()
+        if self.stopped_jobs:
+            self._damage_and_restart()
         self._record("injected")
 
     def _damage_and_restart(self) -> None:
-        """Damage the (stopped or killed) job's checkpoint, then start the job on it whatever happened."""
+        """Damage the (stopped or killed) job's checkpoint, then start the job on it whatever happened: it is the
+        driver this fault stopped that comes back."""
         arm, p = self.ctx.arm, self.params
         try:
             damaged = checkpoint_damage.corrupt(self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket,
@@ -114,25 +114,23 @@ class CorruptCheckpoint(BaseFault):
         self.ctx.history.job("restarted", "job-driver", pid=new.pid, corrupted=damaged)
 
     def inject(self) -> None:
-        arm, history, p = self.ctx.arm, self.ctx.history, self.params
+        arm, p = self.ctx.arm, self.params
         s3, bucket = self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket
         deadline = time.monotonic() + self.WAIT_S
         count = 1 if isinstance(p["method"], str) else len(p["method"])
         while not checkpoint_damage.can_corrupt(s3, bucket, arm.checkpoint_prefix, p["kind"], p["version"], count):
+            if arm.job is not None and not arm.job.alive() and not arm.job.signalled_to_end:
+                break  # the job ended by itself while the fault waited: stop_job below records it
             if time.monotonic() > deadline:
                 raise FaultError(f"checkpoint.corrupt {p['kind']}: {count} such file(s) did not appear in the "
                                  f"checkpoint within {self.WAIT_S:.0f} s")
             if self.stop.wait(2):
                 return
-        arm.stop_job()
-        history.job("exited", "job-driver", cause="stopped to corrupt its checkpoint")
-        self._damage_and_restart()
+        if self.stop_job("stopped to corrupt its checkpoint"):  # else it ended by itself: it stays down
+            self._damage_and_restart()
 
     def heal(self) -> None:
-        job = self.ctx.arm.job
-        if job is None or not job.alive():
-            new = self.ctx.arm.start_job()
-            self.ctx.history.job("restarted", "job-driver", pid=new.pid)
+        self.bring_back()
 
 
 def _validate_corrupt(fault: Fault, path: tuple[str, ...]) -> None:

@@ -54,6 +54,7 @@ class ProcessFault(BaseFault):
         self._kills_so_far = 0
         self._killed: dict[str, Any] = {}
         self._down: list[str] = []
+        self.job_ended = False  # the job's driver was found ended by itself: nothing left to kill or restart
         self._rng = random.Random(f"{self.ctx.seed}:{self.fault.fault}:{self.fault.target}:{self.fault.at}")
 
     def servers(self) -> list[str]:
@@ -78,9 +79,13 @@ class ProcessFault(BaseFault):
         target, stack = self.fault.target, self.ctx.stack
         if target == "job-driver":
             job = self.ctx.arm.job
+            if self.ended_by_itself(job):  # the job failed before the kill: nothing to kill, nor to restart
+                self.job_ended = True
+                return []
             if job is None or not job.alive():
                 raise FaultError("the job driver is not running")
             job.signal(signum)  # the whole group: the Python driver and its JVM
+            self.stopped_jobs.append(job)
             return ["job-driver"]
         if target == "executor" and "executor" in stack.handles:
             # a target's hook (chaos/target/stack.py): every executor at once, or with {node} the one on a worker
@@ -119,7 +124,9 @@ class Kill(ProcessFault):
     """Killed `count` times, `interval` apart. A killed job driver is restarted at once, as a platform (a
     Kubernetes deployment, a YARN retry) would; a killed broker or MinIO is restarted in place by the stack (same
     ports, same data), as its supervisor would: at once, or (`restart: at_heal`) only when the fault heals, so it
-    stays lost for the fault's window; heal makes sure it runs. The worker relaunches executors."""
+    stays lost for the fault's window; heal makes sure it runs. The worker relaunches executors. Only what this fault
+    killed comes back: a driver that ended by itself, before or after a kill, stays down (its own exit recorded, and
+    judged by the exits check), and the kills stop there."""
 
     SERVERS = ("broker", "minio")
 
@@ -155,6 +162,8 @@ class Kill(ProcessFault):
 
     def _kill(self) -> None:
         hit = self._signal(self.params["signal"])
+        if not hit:
+            return
         self._down = [name for name in hit if self.fault.target in self.SERVERS]
         # the handle each server had when it was signalled: until the stack restarts it, it is the one dying
         self._killed.update({name: self.ctx.stack.handles[name] for name in self._down})
@@ -178,6 +187,8 @@ class Kill(ProcessFault):
                     return
                 self._kill()
                 self._restart_if_down(just_killed=True)
+                if self.job_ended:
+                    return
         except InfraError as exc:
             self.ctx.history.error(f"kill of {self.fault.target}: {exc}")
 
@@ -204,9 +215,12 @@ class Kill(ProcessFault):
         job = self.ctx.arm.job
         if job is not None and just_killed:
             job.wait(30)
-        if job is None or not job.alive():
-            new = self.ctx.arm.start_job()
-            self.ctx.history.job("restarted", "job-driver", pid=new.pid)
+        # the driver this fault killed comes back (as a platform would restart it); one that ended by itself, before
+        # or after the kill, stays down
+        if job is not None and not job.alive() and self.ended_by_itself(job):
+            self.job_ended = True
+            return
+        self.bring_back()
 
     def _let_die(self, handle: Any, at_heal: bool) -> None:
         """A server not restarted since its kill finishes dying: a SIGKILLed group in a moment, a broker's controlled
@@ -231,7 +245,7 @@ class Kill(ProcessFault):
                                    "after the fault healed")
             return
         self._restart_if_down()
-        if self.fault.on is None and self._kills_so_far < self.params["count"]:
+        if self.fault.on is None and self._kills_so_far < self.params["count"] and not self.job_ended:
             # each interval counts from the previous restart: a window too short for the restarts loses kills
             self.ctx.history.error(f"kill of {self.fault.target}: {self._kills_so_far} of {self.params['count']} "
                                    "kills before the fault healed (each interval counts from the previous restart); "
@@ -300,7 +314,8 @@ _TARGETING = {
 
 KINDS = (
     FaultKind("process.kill", "the process is killed `count` times, `interval` apart (default: spread evenly over "
-              "the fault); heal restarts whatever is still down", TARGETS, params(
+              "the fault); heal restarts what it killed that is still down (a driver that ended by itself stays "
+              "down)", TARGETS, params(
                   signal=Param("choice", "signal sent (15 lets a broker shut down cleanly, moving its leadership "
                                "first)", default=9, choices=(9, 15)),
                   count=Param("int", "number of kills", default=1, minimum=1),

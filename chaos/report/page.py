@@ -23,9 +23,14 @@ def _checks_cell(arm: dict) -> str:
     failing = facts.failing_checks(arm)
     passed = [c for c in checks if c.get("verdict") == "PASSED"]
     parts = [_check_line(c) for c in failing]
+    if arm.get("interrupted"):
+        parts.insert(0, f'<div class="small">interrupted: {_e(arm["interrupted"])}</div>')
     if passed:
         parts.append(f'<details class="passed"><summary>{len(passed)} passed check{"s" if len(passed) != 1 else ""}'
                      f"</summary>{''.join(_check_line(c) for c in passed)}</details>")
+    waived = arm.get("waived")
+    if isinstance(waived, dict):  # invariants the spec waives: not judged, and why
+        parts += [f'<div class="small">waived {_e(name)}: {_e(reason)}</div>' for name, reason in waived.items()]
     return "".join(parts)
 
 

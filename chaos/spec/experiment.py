@@ -24,7 +24,7 @@ from .fields import (EPSILON, GLOB_RE, MAX_INT, MAX_ITEMS, MAX_NUMBER, MAX_PAYLO
                      NAME_RE, INCIDENT_FILE_RE, Invalid, Path_, boolean, bounds_text, choice, duration_field,
                      fmt_seconds, integer, is_int, is_number, limit_of, mapping_of, nonempty_text, number, regex_field,
                      required_key, show)
-from .model import (ARM_PROFILES, CONTROL_PROFILES, EXPECTS, SCHEDULES, SHAPES, TRENDS, Arm, ExperimentSpec, Fault, Incident,
+from .model import (ARM_PROFILES, CONTROL_PROFILES, EXPECTS, INVARIANTS, SCHEDULES, SHAPES, TRENDS, Arm, ExperimentSpec, Fault, Incident,
                     Job, Logs, Phases, Probe, Recovery, StateTarget, Targets, Workload)
 from .targets import TARGET_PARAMS
 
@@ -301,7 +301,8 @@ def option_map(raw: object, path: Path_, prefix: str) -> dict[str, str | None]:
 
 def _arm(profile: str, raw: object, path: Path_, spec_probes: tuple[Probe, ...], phases: Phases,
          faults: tuple[Fault, ...]) -> Arm:
-    section = mapping_of(raw, path, ("settings", "targets", "expect", "note", "faults"), required=("targets",))
+    section = mapping_of(raw, path, ("settings", "targets", "expect", "note", "faults", "waive"),
+                         required=("targets",))
     raw_settings = mapping_of(section.get("settings", {}), path + ("settings",), ARM_SETTINGS)
     settings = {name: ARM_SETTINGS[name](value, path + ("settings", name)) for name, value in raw_settings.items()}
     targets = _targets(section["targets"], path + ("targets",), spec_probes, phases, faults)
@@ -315,8 +316,25 @@ def _arm(profile: str, raw: object, path: Path_, spec_probes: tuple[Probe, ...],
         chosen = tuple(integer(i, fpath + (str(n),), minimum=0, maximum=len(faults) - 1) for n, i in enumerate(raw_faults))
         if len(set(chosen)) != len(chosen) or list(chosen) != sorted(chosen):
             raise Invalid(fpath, f"{list(chosen)} names a fault twice or out of order", "ascending distinct indices")
+    waive = _waive(profile, section["waive"], targets, path + ("waive",)) if "waive" in section else {}
     return Arm(profile=profile, settings=MappingProxyType(settings), targets=targets, expect=expect, note=note,
-               faults=chosen)
+               faults=chosen, waive=MappingProxyType(waive))
+
+
+def _waive(profile: str, raw: object, targets: Targets, path: Path_) -> dict[str, str]:
+    """A subject arm's waivers of its invariants (INVARIANTS), each with its reason; a waiver of a target the arm
+    sets contradicts it."""
+    if profile in CONTROL_PROFILES:
+        raise Invalid(path, f"only a subject arm carries invariants to waive ({profile} is a control, judged on "
+                      "showing its incident)", "waive under arms.hardened only")
+    section = mapping_of(raw, path, INVARIANTS)
+    if not section:
+        raise Invalid(path, "waives nothing", f"a mapping of {', '.join(INVARIANTS)} to the measured reason why")
+    for name in ("lost", "duplicated"):
+        if name in section and getattr(targets, name) is not None:
+            raise Invalid(path + (name,), f"waives {name}, which the arm's targets set",
+                          f"either targets.{name} or its waiver, not both")
+    return {name: nonempty_text(reason, path + (name,)) for name, reason in section.items()}
 
 
 def _expectation(profile: str, section: dict, path: Path_) -> tuple[str | None, str | None]:

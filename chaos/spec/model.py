@@ -19,6 +19,10 @@ CONTROL_PROFILES = ("naive",)  # arms that run the incident's job: controls, jud
 EXPECTS = ("incident", "survives")  # what a control arm is expected to show
 TRENDS = ("plateau", "growth")
 SCHEDULES = ("fixed", "compact")  # how fault windows follow each other (ExperimentSpec.schedule)
+# What every subject arm is judged on whether or not its targets name it: no session lost, none duplicated (each at
+# 0 unless the arm's targets set a bound), and no exit of its job the harness did not cause (the exits check,
+# chaos/checks/deployment.py); only the arm's `waive`, with a reason for each, lets one go unjudged.
+INVARIANTS = ("lost", "duplicated", "exits")
 # Arm settings that are maps of options, merged over the profile's own (a None value removes one of its keys).
 OPTION_MAPS = ("kafka_options", "s3a_options", "spark_options")
 
@@ -168,10 +172,25 @@ class Arm:
     # stop there, and a fault that cannot apply to a profile (a changelog to damage where the naive job writes
     # none) is left out rather than failing as an environment error.
     faults: tuple[int, ...] | None = None
+    # Subject arms only: invariants (INVARIANTS) this arm is not judged on, each with the measured reason why.
+    waive: Mapping[str, str] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def role(self) -> str:
         return "control" if self.profile in CONTROL_PROFILES else "subject"
+
+    @property
+    def judged_targets(self) -> Targets:
+        """The targets the arm is judged by: its own and, for a subject, the invariants they leave out (0 lost,
+        0 duplicated) unless `waive` says why not. The exits check runs on every arm (it needs no target)."""
+        if self.role != "subject":
+            return self.targets
+        targets = self.targets
+        if targets.lost is None and "lost" not in self.waive:
+            targets = dataclasses.replace(targets, lost=0)
+        if targets.duplicated is None and "duplicated" not in self.waive:
+            targets = dataclasses.replace(targets, duplicated=0)
+        return targets
 
 
 @dataclass(frozen=True)
@@ -322,13 +341,14 @@ def _targets_from_plain(d: Mapping) -> Targets:
 
 
 def _arm_from_plain(d: Mapping) -> Arm:
-    d = _known(d, Arm, optional=("expect", "note", "faults"))
+    d = _known(d, Arm, optional=("expect", "note", "faults", "waive"))
     profile = d["profile"]
     # spec.json files written before expect/note existed: a control expected the incident.
     default_expect = "incident" if profile in CONTROL_PROFILES else None
     return Arm(profile=profile, settings=MappingProxyType(dict(d["settings"])),
                targets=_targets_from_plain(d["targets"]), expect=d.get("expect", default_expect),
-               note=d.get("note"), faults=None if d.get("faults") is None else tuple(d["faults"]))
+               note=d.get("note"), faults=None if d.get("faults") is None else tuple(d["faults"]),
+               waive=MappingProxyType({str(k): str(v) for k, v in dict(d.get("waive") or {}).items()}))
 
 
 def _spec_from_plain(d: Mapping) -> ExperimentSpec:

@@ -116,8 +116,11 @@ def test_worst_orders_failed_unknown_hang_nodata_passed():
     assert worst(["UNKNOWN", "FAILED", "PASSED"]) == "FAILED"
     assert worst(["PASSED"]) == "PASSED"
     assert worst([]) == "NODATA" and worst([], default="PASSED") == "PASSED"
+    # an arm cut short by an interrupt: below every verdict that says something is broken, above SKIPPED and PASSED
+    assert worst(["PASSED", "INTERRUPTED"]) == "INTERRUPTED" and worst(["INTERRUPTED", "FAILED"]) == "FAILED"
+    assert worst(["SKIPPED", "INTERRUPTED"]) == "INTERRUPTED" and worst(["INTERRUPTED", "NODATA"]) == "NODATA"
     with pytest.raises(ValueError):
-        worst(["INTERRUPTED"])
+        worst(["CUT"])
 
 
 # -- progress ----------------------------------------------------------------------------------------------------
@@ -759,10 +762,15 @@ def test_judge_run_writes_every_arm_result_and_is_deterministic(tmp_path):
     assert results == {p: (run_dir / "t-judge" / p / "result.json").read_bytes() for p in ("hardened", "naive")}
 
 
-def test_an_interrupted_run_is_interrupted_and_its_arms_keep_their_verdicts(tmp_path):
-    results = judge_run(make_run(tmp_path, status="interrupted"))
+def test_an_interrupted_run_is_interrupted_and_only_its_arms_cut_short_are(tmp_path):
+    # an arm that stopped its job (its final stop recorded) keeps its verdict; the one running at the interrupt,
+    # whose driver never exited, is INTERRUPTED, never PASSED (issue 36)
+    stopped = (59.5, "job", ("exited", "job-driver"), {"code": 0, "stop": "at the arm's end"})
+    arms = {"hardened": (Story(metrics=recovering, extra=[stopped]), clean_oracle()),
+            "naive": (Story(extra=[_log(30, "boom", "ERROR boom")]), None)}
+    results = judge_run(make_run(tmp_path, status="interrupted", arms=arms))
     assert results["verdict"] == "INTERRUPTED" and results["status"] == "interrupted"
-    assert [a["verdict"] for a in results["experiments"][0]["arms"]] == ["PASSED", "PASSED"]
+    assert [a["verdict"] for a in results["experiments"][0]["arms"]] == ["PASSED", "INTERRUPTED"]
 
 
 def test_a_run_whose_harness_failed_is_unknown_at_least(tmp_path):
