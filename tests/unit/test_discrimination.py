@@ -1,4 +1,4 @@
-"""Discrimination (chaos/checkers.py `discriminate`): every control's history and outputs judged again by its
+"""Discrimination (chaos/checks/discrimination.py `discriminate`): every control's history and outputs judged again by its
 experiment's hardened targets. Synthetic histories (tests/unit/test_checkers.py's Story, written through
 HistoryWriter with a fake clock) cover each status and each way the control's data can fail to stand for a target;
 the stored real runs in tests/fixtures/runs pin what `chaos check` finds on them (docs/benchmarks.md), with the
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from chaos import cli
-from chaos.checkers import NOT_DISCRIMINATING, discriminate, judge_run
+from chaos.checks.discrimination import NOT_DISCRIMINATING, discriminate
+from chaos.checks.judge import judge_run
 from chaos.errors import SpecError
 from chaos.oracle import coverage
 from chaos.report import load_run, render_report, write_junit

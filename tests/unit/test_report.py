@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from chaos.checkers import judge_run
+from chaos.checks.judge import judge_run
 from chaos.history import HistoryWriter, read_history
 from chaos.report import (PANELS, Arm, NOT_RECOVERED, arm_figures, find_regressions, load_timeline, main_report,
                           write_junit, write_report, write_trend)
