@@ -26,7 +26,7 @@ OPTION_MAPS = ("kafka_options", "s3a_options", "spark_options")
 
 @dataclass(frozen=True)
 class Incident:
-    file: str  # in ../shared/incidents/
+    file: str  # in the repository's incidents/ (chaos/spec/loading.py check_incident)
     error: str  # the error text the incident showed
 
 
