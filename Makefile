@@ -30,13 +30,13 @@ setup-containers: setup
 
 # The nightly runs on one lane: on two its verdicts did not hold on 2026-11-26, twice (7 of 33 arms failed or were
 # UNKNOWN from restarts slowed by the other lane's arms; then, with restarting experiments never side by side, still
-# 4 of 25 beside network and data arms: docs/benchmarks.md, "The nightly on two lanes, again" and "The nightly on a
+# 4 of 25 beside network and data arms: docs/lab-notes.md, "The nightly on two lanes, again" and "The nightly on a
 # shared queue"). RUN_ARGS="--suite nightly --lanes 2" still runs it side by side.
 run: setup
 	$(BIN)/chaos run --backend local $(or $(RUN_ARGS),--suite nightly)
 
 # Two pytest sessions (tests/run_parts.py): the tests whose checks are outcomes two at a time, then those with timing
-# bounds (marked `alone`: the smoke, on two lanes as measured in docs/benchmarks.md "Lanes") with nothing beside them.
+# bounds (marked `alone`: the smoke, on two lanes as measured in docs/lab-notes.md "Lanes") with nothing beside them.
 # PYTEST_ARGS go to both; `.venv/bin/python -m pytest` alone still runs everything in one session, one at a time.
 test: setup
 	$(BIN)/ruff check .

@@ -23,7 +23,7 @@ from .spec import ExperimentSpec
 
 # Changing one of these cannot change a run or its verdict (chaos/target/: files and runs of a target, never a run on
 # the suite's own stack).
-INERT = ("docs/*", "*.md", "tests/*", "reports/*", ".ci/*", "chaos/report.py", "chaos/report/*", "chaos/bench.py",
+INERT = ("docs/*", "*.md", "tests/*", "reports/*", ".ci/*", "chaos/report/*", "chaos/bench.py",
          "chaos/mutate.py", "chaos/crash_tally.py", "chaos/suite_timing.py", "chaos/changed.py", ".gitignore",
          "LICENSE", "experiments/README.md", "experiments/schema.json", "chaos/target/*")
 

@@ -235,7 +235,7 @@ def read_layout(s3, bucket: str, prefix: str) -> Layout:
 
 
 def lineage(s3, bucket: str, prefix: str) -> dict:
-    """What the lineage checker judges (chaos/checkers.py): batch ids in offsets/ and commits/, per state partition
+    """What the lineage check judges (chaos/checks/lineage.py): batch ids in offsets/ and commits/, per state partition
     the snapshot and changelog versions, the integrity manifests and rollbacks, and the lease, if any."""
     root = prefix.rstrip("/")
     layout = read_layout(s3, bucket, root)

@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--changed-since", metavar="REF", help="only the experiments that a change since the git "
                          "revision REF (committed or not) can affect; says what it skips and why")
     run_cmd.add_argument("--lanes", type=_lanes, help="run the experiments side by side on this many stacks "
-                         "(default: the suite's own `lanes`, else 1; docs/benchmarks.md says what running side by "
+                         "(default: the suite's own `lanes`, else 1; docs/lab-notes.md says what running side by "
                          "side does to the figures)")
     run_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
     run_cmd.add_argument("--target", type=Path, metavar="FILE", help="run against the environment this target file "
@@ -168,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     startup_bench.add_argument("--out", type=Path)
     crashes_bench = bench_commands.add_parser(
         "crashes", help="what stored runs' lifecycle-triggered faults hit (kills before the first commit, in a "
-                        "batch) and how each arm came out (docs/benchmarks.md)")
+                        "batch) and how each arm came out (docs/lab-notes.md)")
     crashes_bench.add_argument("run_dirs", type=Path, nargs="+")
     crashes_bench.add_argument("--json", action="store_true")
     suite_bench = bench_commands.add_parser("suite", help="where a stored suite run's wall time went (from its files)")

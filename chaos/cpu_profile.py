@@ -1,6 +1,6 @@
 """`chaos bench cpu -- COMMAND ...`: where a command's CPU went, by kind of process, read from /proc once a second.
 
-The smoke is CPU-bound on two cores (docs/benchmarks.md): its wall cannot go below the CPU work it does divided by
+The smoke is CPU-bound on two cores (docs/lab-notes.md): its wall cannot go below the CPU work it does divided by
 the cores. This measures that work while the command runs (a suite, a test session): CPU seconds per kind of
 process (the job's driver and executor JVMs, the naive job's pandas workers, the harness, the broker, MinIO, the
 proxies), how busy the machine was (/proc/stat), and what starting a JVM costs: each driver's and executor's CPU in
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-STARTUP_S = 20.0  # a driver's launch to its first fast batch (docs/benchmarks.md: 21.5 s with class-data archives)
+STARTUP_S = 20.0  # a driver's launch to its first fast batch (docs/lab-notes.md: 21.5 s with class-data archives)
 PROC = Path("/proc")
 
 # (kind, test on the command line), first match wins; JVMs by their main class (a driver's classpath names Kafka

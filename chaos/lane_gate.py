@@ -25,7 +25,7 @@ WAIT_S = 120.0  # longer than another lane's start and steady phase take on this
 POLL_S = 0.2
 # How much of an arm holds the turn, from the environment variable CHAOS_LANE_GATE: `steady` (the default: the job's
 # start, warm-up and steady phase), `start` (its start and warm-up only) or `off` (no turns). For measuring what the
-# turns cost and buy (docs/benchmarks.md, "Lanes"); a lane child inherits it.
+# turns cost and buy (docs/lab-notes.md, "Lanes"); a lane child inherits it.
 SPANS = ("steady", "start", "off")
 
 

@@ -4,7 +4,7 @@ Why a queue and not a share fixed at the start:
 - Experiments that restart processes (process faults: kills, pauses; checkpoint faults: a second deployment, a
   corrupted checkpoint the job restarts on) must not run beside one another. On two cores two such arms side by side
   pushed restarts and catch-ups over the bounds measured one at a time: a two-lane nightly failed 6 arms that way
-  and none otherwise (docs/benchmarks.md, "The nightly on two lanes, again"). A queue lets the other lane take a
+  and none otherwise (docs/lab-notes.md, "The nightly on two lanes, again"). A queue lets the other lane take a
   network, S3 or data experiment meanwhile instead of waiting.
 - Lanes balanced by planned time ended unevenly: a compact experiment runs well under its plan. A lane that asks for
   work when it is free needs no plan to be right.

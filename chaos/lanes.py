@@ -7,7 +7,7 @@ directory. The parent writes run.json and every spec.json before the lanes start
 once they end, as a one-lane run does. A lane is a process, not a thread, so each handles Ctrl-C and SIGTERM with the
 same teardown as a plain run.
 
-Two rules, each from a measured failure (docs/benchmarks.md, "Lanes" and "The nightly on two lanes, again"):
+Two rules, each from a measured failure (docs/lab-notes.md, "Lanes" and "The nightly on two lanes, again"):
 - The one-node experiments go through a shared queue (chaos/lane_queue.py): a free lane takes the next one, and
   experiments that restart processes run one at a time, never beside each other.
 - The experiments of a multi-node topology (`cluster`) run after the one-node lanes end, in one lane of their own,

@@ -1,5 +1,5 @@
 """Verdicts: their names, their order, how they combine and the exit code each one gives. The one owner of these;
-the checks (chaos/checks/), the report (chaos/report.py) and the command line (chaos/cli.py) import them from here.
+the checks (chaos/checks/), the report (chaos/report/) and the command line (chaos/cli.py) import them from here.
 
 Worst first: FAILED > UNKNOWN > HANG > NODATA > SKIPPED > PASSED; a combined verdict is the worst of its parts
 (`worst`).

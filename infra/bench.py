@@ -1,4 +1,4 @@
-"""Benchmarks of the stack itself (docs/benchmarks.md), each on a stack it starts:
+"""Benchmarks of the stack itself (docs/lab-notes.md), each on a stack it starts:
 
     python -m infra.bench start [--rounds 3]      warm stack start, local and containers alternating
     python -m infra.bench topology [--rounds 3]   warm start and resident memory, single and cluster alternating

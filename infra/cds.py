@@ -3,7 +3,7 @@
 Every arm starts a Spark driver and an executor, and every driver kill, corruption or second deployment starts
 more; on two cores a fresh JVM spends seconds parsing and verifying the same ~15,000 classes each time. A dynamic
 CDS archive (JDK 13+) holds them pre-parsed: measured on the job, a start from launch to the first finished batch
-took ~7 s less with archives (docs/benchmarks.md, `chaos bench startup`). Nothing about the job changes: a JVM
+took ~7 s less with archives (docs/lab-notes.md, `chaos bench startup`). Nothing about the job changes: a JVM
 maps the archive and loads anything it does not hold from the jars as before.
 
 One archive per JVM role (ROLES). They are recorded once by `chaos setup` on a training stack

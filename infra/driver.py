@@ -27,7 +27,7 @@ ROCKSDB_PROVIDER = job_spark.ROCKSDB_PROVIDER
 S3_REGION = "us-east-1"  # MinIO's default
 # Drivers and executors live for minutes and are restarted by the faults: on two cores the JIT's C2 compiler
 # threads compete with start-up, and C1 alone brings a job to its first batch ~11 s sooner (`chaos bench
-# startup`: 30.9 s vs 41.7 s, docs/benchmarks.md). A query stopped mid-batch died with StackOverflowError deep in
+# startup`: 30.9 s vs 41.7 s, docs/lab-notes.md). A query stopped mid-batch died with StackOverflowError deep in
 # java.util.regex (the default 1 MB thread stack): a larger stack for the driver's threads lets the stop finish.
 QUICK_START_JIT = "-XX:TieredStopAtLevel=1"
 DRIVER_JAVA_OPTIONS = f"-Xss16m {QUICK_START_JIT}"

@@ -2,5 +2,5 @@
 
 It reads events from Kafka, groups them per key into sessions, and writes every closed session exactly
 once to MinIO. Two profiles: `hardened` (what the incidents teach) and `naive` (what the incident jobs
-did). See job/README.md.
+did). See docs/job.md.
 """

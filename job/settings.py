@@ -1,4 +1,4 @@
-"""The job's profiles. Every hardened setting says which incident it answers (../shared/incidents/)."""
+"""The job's profiles. Every hardened setting says which incident it answers (incidents/)."""
 from __future__ import annotations
 
 import argparse

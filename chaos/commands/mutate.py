@@ -59,6 +59,16 @@ def reproducing(incident: str, scale: float | None, arms: list[str], seed: int |
     return matching if seed is None else [dataclasses.replace(spec, seed=seed) for spec in matching]
 
 
+def incident_summary(spec) -> str:
+    """Where the incident a spec reproduces is written up (the clone's incidents/, or $CHAOS_INCIDENTS_DIR) and
+    its title, the summary's first line; check_incident has made sure the file is there."""
+    from ..spec.loading import incident_path
+
+    path = incident_path(spec)
+    title = path.read_text(encoding="utf-8").partition("\n")[0].strip()
+    return f"{path}: {title}"
+
+
 def reproduce(incident: str, scale: float | None, backend: str, out: Path | None, argv: list[str],
               seed: int | None = None, arms: list[str] | None = None) -> int:
     """Run the control (naive) arm of every experiment that reproduces `incident` (its number, e.g. 001, or a
@@ -69,6 +79,8 @@ def reproduce(incident: str, scale: float | None, backend: str, out: Path | None
     arms = arms or ["naive"]
     matching = reproducing(incident, scale, arms, seed)
     which = " and ".join({"naive": "control", "hardened": "hardened"}[a] for a in arms)
+    for spec in {s.incident.file: s for s in matching}.values():
+        _progress(f"incident {incident_summary(spec)}")
     _progress(f"incident {incident}: the {which} arms of {', '.join(s.name for s in matching)}")
     run_dir = new_run_dir(f"reproduce-{incident.split('-')[0]}", out)
     _progress(f"run directory: {run_dir}")

@@ -126,7 +126,7 @@ def arm_properties(run: Run, arm: Arm) -> list[tuple[str, str]]:
 
 
 def flaky(run: Run) -> list[dict]:
-    """results.json `flaky` (chaos/checkers.py flaky_arms): arms of a repeated suite whose verdicts differ."""
+    """results.json `flaky` (chaos/checks/judge.py flaky_arms): arms of a repeated suite whose verdicts differ."""
     return [f for f in run.results.get("flaky") or [] if isinstance(f, dict)]
 
 

@@ -189,7 +189,7 @@ def _summary_table(run: Run) -> str:
             f"<th>signature</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
-# -- discrimination: the control judged by the hardened targets (chaos/checkers.py `discriminate`) ---------------
+# -- discrimination: the control judged by the hardened targets (chaos/checks/discrimination.py `discriminate`)
 DISCRIMINATION_COLOURS = {"discriminating": "#1a7f37", "not_discriminating": "#cf222e", "inconclusive": "#9a6700",
                           "waived": "#6e7781", "not_run": "#6e7781"}
 NOT_DISCRIMINATING_LINE = "NOT DISCRIMINATING: a job without the hardening passes every hardened target"

@@ -67,7 +67,7 @@ def _incident(raw: object) -> Incident:
     file = nonempty_text(section["file"], path + ("file",))
     if not INCIDENT_FILE_RE.match(file):
         raise Invalid(path + ("file",), f"{show(file)} is not an incident file name",
-                       "a file name in ../shared/incidents/ like 001-kafka-disconnects.txt")
+                       "a file name in incidents/ like 001-kafka-disconnects.txt")
     return Incident(file=file, error=nonempty_text(section["error"], path + ("error",)))
 
 

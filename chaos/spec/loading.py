@@ -15,24 +15,25 @@ from .stored import load_stored
 
 # -- the incidents ---------------------------------------------------------------------------------------------
 INCIDENTS_ENV = "CHAOS_INCIDENTS_DIR"
+INCIDENTS_DIR = Path(__file__).resolve().parents[2] / "incidents"  # the repository's own, in any clone
 
 
-def incidents_dir() -> Path | None:
-    """Where the incident files are: $CHAOS_INCIDENTS_DIR, else shared/incidents/ beside the repository (its
-    `../shared/incidents/`) or beside a directory above it (a git worktree's); None when there is none."""
-    if os.environ.get(INCIDENTS_ENV):
-        return Path(os.environ[INCIDENTS_ENV])
-    root = Path(__file__).resolve().parents[2]
-    return next((d / "shared" / "incidents" for d in root.parents if (d / "shared" / "incidents").is_dir()), None)
+def incidents_dir() -> Path:
+    """Where the incident files are: $CHAOS_INCIDENTS_DIR when set, else the repository's incidents/ folder."""
+    return Path(os.environ[INCIDENTS_ENV]) if os.environ.get(INCIDENTS_ENV) else INCIDENTS_DIR
+
+
+def incident_path(spec: ExperimentSpec) -> Path:
+    """The summary of the incident a spec reproduces (check_incident says whether it exists)."""
+    return incidents_dir() / spec.incident.file
 
 
 def check_incident(spec: ExperimentSpec) -> None:
     """One SpecError line when the incident file a spec reproduces does not exist. Checked by the command line
-    (run, validate, list, ...) before anything starts; without an incidents directory there is nothing to check
-    against (an install elsewhere) and every name is taken as written."""
-    directory = incidents_dir()
-    if directory is None or (directory / spec.incident.file).is_file():
+    (run, validate, list, ...) before anything starts, always: a spec must name an incident the clone holds."""
+    if incident_path(spec).is_file():
         return
+    directory = incidents_dir()
     known = sorted(p.name.split("-")[0] for p in directory.glob("*.txt")) if directory.is_dir() else []
     raise SpecError(f"{spec.source}: incident.file: {spec.incident.file!r} is not in {directory}; allowed: an "
                     f"incident file there ({', '.join(known) or 'none found'})")

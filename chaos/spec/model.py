@@ -30,7 +30,7 @@ OPTION_MAPS = ("kafka_options", "s3a_options", "spark_options")
 
 @dataclass(frozen=True)
 class Incident:
-    file: str  # in ../shared/incidents/
+    file: str  # in the repository's incidents/ (chaos/spec/loading.py check_incident)
     error: str  # the error text the incident showed
 
 
@@ -211,7 +211,7 @@ class ExperimentSpec:
     # first batches; True: a warm-up batch first, so start-up is not counted as a fault's effect.
     warm_up: bool = True
     # Why a job without the hardening cannot fail this experiment's hardened targets (None: it must): a waiver of
-    # the discrimination check (chaos/checkers.py `discriminate`), shown in its place.
+    # the discrimination check (chaos/checks/discrimination.py `discriminate`), shown in its place.
     cannot_discriminate: str | None = None
     # Set by a suite with `require_discrimination: true` (never by the experiment's YAML): a control that passes
     # every hardened target then fails the experiment. Kept in spec.json, so `chaos check` judges as `chaos run` did.

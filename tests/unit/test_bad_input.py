@@ -194,18 +194,6 @@ CASES = [
 ]
 
 
-def _incidents(tmp_path):
-    """An incidents directory holding the files the checked-in experiments name, so the incident check applies
-    wherever the clone is (../shared/incidents exists beside this repository only on the development machine)."""
-    directory = tmp_path / "incidents"
-    directory.mkdir(exist_ok=True)
-    for spec in (ROOT / "experiments").glob("*.yaml"):
-        for line in spec.read_text().splitlines():
-            if line.strip().startswith("file:"):
-                (directory / line.split(":", 1)[1].strip().strip("'\"")).touch()
-    return directory
-
-
 @pytest.mark.parametrize("make, fragment", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_exits_2_in_one_line_and_starts_nothing(tmp_path, make, fragment):
     args = make(tmp_path)
@@ -214,9 +202,8 @@ def test_bad_input_exits_2_in_one_line_and_starts_nothing(tmp_path, make, fragme
         args += ["--out", str(out)]
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "chaos.cli", *args], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT),
-                                         "CHAOS_CACHE_DIR": str(tmp_path / "empty-cache"),
-                                         "CHAOS_INCIDENTS_DIR": str(_incidents(tmp_path))})
+                          cwd=ROOT, env={**{k: v for k, v in os.environ.items() if k != "CHAOS_INCIDENTS_DIR"},
+                                         "PYTHONPATH": str(ROOT), "CHAOS_CACHE_DIR": str(tmp_path / "empty-cache")})
     elapsed = time.monotonic() - started
     lines = done.stderr.splitlines()
     assert done.returncode == 2, done.stderr

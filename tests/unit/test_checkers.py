@@ -1,4 +1,4 @@
-"""The checkers (chaos/checkers.py), pure and offline: synthetic histories written through HistoryWriter with a fake
+"""The checks (chaos/checks/), pure and offline: synthetic histories written through HistoryWriter with a fake
 clock cover every check and every verdict (HANG, NODATA, UNKNOWN and INTERRUPTED included); judge_run on the
 checked-in fixture runs agrees with their hand-written results.json, and judging twice gives the same bytes."""
 from __future__ import annotations
@@ -14,13 +14,22 @@ from typing import Callable
 import pytest
 
 from chaos import cli
-from chaos.checkers import (VERDICTS, Check, check_duplicated, check_lineage, check_logs, check_lost,
-                            check_max_lag, check_probe, check_progress, check_recovery, check_refused, check_state,
-                            fit_trend, flaky_arms, judge_records, judge_run, match_count, timeline, worst)
+from chaos.checks.arm import judge_records
 from chaos.checks.base import ArmData
+from chaos.checks.deployment import check_refused
+from chaos.checks.exactly_once import check_duplicated, check_lost
+from chaos.checks.judge import flaky_arms, judge_run
+from chaos.checks.lineage import check_lineage
+from chaos.checks.logs import check_logs, match_count
+from chaos.checks.progress import check_progress
+from chaos.checks.recovery import check_max_lag, check_recovery
+from chaos.checks.state import check_state, fit_trend
+from chaos.checks.steady_state import check_probe
+from chaos.checks.timeline import Check, timeline
 from chaos.history import HistoryWriter, read_history
 from chaos.oracle import Session, compare, coverage
 from chaos.spec import ExperimentSpec, Logs, Probe, Recovery, StateTarget, load_experiment
+from chaos.verdicts import VERDICTS, worst
 from chaos.workload import Event
 from tests.unit.check_lists import assert_checks, assert_recorded
 
@@ -570,7 +579,7 @@ def _driver(t: float, event: str, **fields) -> tuple:
 
 
 def test_the_exit_code_is_how_the_driver_ended_by_itself_not_the_arms_final_stop(story):
-    from chaos.checkers import check_exit_code
+    from chaos.checks.deployment import check_exit_code
 
     died = story(extra=[_driver(30, "exited", code=1), _driver(59, "exited", code=1)])
     assert check_exit_code(timeline(died), 0).verdict == "FAILED"

@@ -347,7 +347,7 @@ def test_lineage_keeps_its_shape():
     assert result["temporary_files"] == [f"offsets/.3.{UUID}.tmp", f"state/0/1/.7.changelog.{UUID}.tmp"]
     assert result["rollbacks"] == [{"status": "done", "restart_version": 3}]
     assert result["lease"] == {"owner": "d", "fencing": 2}
-    from chaos.checkers import check_lineage
+    from chaos.checks.lineage import check_lineage
 
     assert check_lineage(result).verdict == "PASSED"
 
@@ -369,7 +369,7 @@ def test_lineage_agrees_with_the_jobs_own_reading():
 
 def test_lineage_reads_back_what_a_restart_loads_and_fails_on_damage_there():
     """Lineage by content: a damaged file where a restart reads fails it; damage nobody reads does not."""
-    from chaos.checkers import check_lineage
+    from chaos.checks.lineage import check_lineage
 
     sst = next(k for k in full_listing() if k.startswith("state/0/1/SSTs/000010-"))
     for key, damaged in (("offsets/12", b'v1\n{"batchWatermarkMs":0,"batchT'),  # the batch in flight, torn

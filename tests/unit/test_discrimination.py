@@ -1,7 +1,7 @@
-"""Discrimination (chaos/checkers.py `discriminate`): every control's history and outputs judged again by its
+"""Discrimination (chaos/checks/discrimination.py `discriminate`): every control's history and outputs judged again by its
 experiment's hardened targets. Synthetic histories (tests/unit/test_checkers.py's Story, written through
 HistoryWriter with a fake clock) cover each status and each way the control's data can fail to stand for a target;
-the stored real runs in tests/fixtures/runs pin what `chaos check` finds on them (docs/benchmarks.md), with the
+the stored real runs in tests/fixtures/runs pin what `chaos check` finds on them (docs/lab-notes.md), with the
 suite's flag, the waiver, the exit code, the report line and the junit case. Pure: no services."""
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from chaos import cli
-from chaos.checkers import NOT_DISCRIMINATING, discriminate, judge_run
+from chaos.checks.discrimination import NOT_DISCRIMINATING, discriminate
+from chaos.checks.judge import judge_run
 from chaos.errors import SpecError
 from chaos.oracle import coverage
 from chaos.report import load_run, render_report, write_junit
@@ -434,7 +435,7 @@ def failed_on(discrimination: dict) -> list[str]:
 
 
 def test_chaos_check_writes_the_discrimination_of_the_stored_runs(runs):
-    """The numbers of docs/benchmarks.md, "Discrimination on the stored runs"."""
+    """The numbers of docs/lab-notes.md, "Discrimination on the stored runs"."""
     assert cli.check(runs / RUN_A) == 1  # the arms' verdicts, as before: smoke does not require discrimination
     a = discriminations(runs / RUN_A)
     assert {name: d["status"] for name, d in a.items()} == {

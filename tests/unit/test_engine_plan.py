@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaos.faults import IMPLEMENTATIONS, Toxic
-from chaos.faults_catalog import FAULTS
+from chaos.faults.registry import FAULTS
 from chaos.jobrun import EventTimePacer
 from chaos.run import arm_config, planned_events, segments
 from chaos.spec import load_experiment

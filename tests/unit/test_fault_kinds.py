@@ -39,13 +39,6 @@ def test_instant_kinds_are_triggerable_and_momentary():
                                     for name in registry.INSTANT)
 
 
-def test_the_former_modules_still_import():
-    from chaos.faults import IMPLEMENTATIONS, FaultContext, Toxic, build  # noqa: F401
-    from chaos.faults_catalog import FAULTS, INSTANT, TRIGGERABLE, FaultType, Param  # noqa: F401
-
-    assert FAULTS is registry.FAULTS and set(IMPLEMENTATIONS) == set(FAULTS)
-
-
 def test_the_families_keep_their_order():
     # the order of `allowed:` in an unknown fault's error and of the schema's faults
     assert [f.__name__.rpartition(".")[2] for f in registry.FAMILIES] == ["network", "process", "broker", "checkpoint", "data",

@@ -73,7 +73,7 @@ def test_the_matrix_kills_a_switch_when_any_experiment_kills_it():
 
 
 def test_judge_run_writes_the_matrix_of_a_stored_mutate_run(tmp_path):
-    from chaos.checkers import judge_run
+    from chaos.checks.judge import judge_run
 
     run = tmp_path / "run"
     run.mkdir()

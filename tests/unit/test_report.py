@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from chaos.checkers import judge_run
+from chaos.checks.judge import judge_run
 from chaos.history import HistoryWriter, read_history
 from chaos.report import (PANELS, Arm, NOT_RECOVERED, arm_figures, find_regressions, load_timeline, main_report,
                           write_junit, write_report, write_trend)
@@ -646,7 +646,7 @@ def test_cli_usage_errors_are_one_line_and_exit_2(runs, capsys, argv, fragment):
 
 
 def test_the_trend_page_through_the_chaos_command_itself(tmp_path):
-    """`chaos report --trend reports/runs` (the README's command) failed with "unrecognized arguments: --trend"
+    """`chaos report --trend reports/runs` (docs/commands.md's command) failed with "unrecognized arguments: --trend"
     while the report function the tests called worked: the command line is tested itself."""
     import shutil
     import subprocess

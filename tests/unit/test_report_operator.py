@@ -166,7 +166,7 @@ FLAKY = [{"experiment": "slow-s3-put", "profile": "hardened", "verdicts": ["PASS
 @pytest.fixture
 def flaky_run(runs, tmp_path) -> Path:
     """Run B as a pre-release run would record it: repeated 3 times, one arm's verdicts differing (the `flaky`
-    list chaos/checkers.py flaky_arms writes into results.json)."""
+    list chaos/checks/judge.py flaky_arms writes into results.json)."""
     run = tmp_path / RUN_B
     shutil.copytree(runs / RUN_B, run)
     for name, change in (("results.json", {"flaky": FLAKY}), ("run.json", {"repeat": 3, "suite": "pre-release"})):
