@@ -64,12 +64,48 @@ def test_the_matrix_kills_a_switch_when_any_experiment_kills_it():
             {"experiment": "a", "switch": "supervise", "mutant": "a--supervise"}]
     results = {"experiments": [
         {"name": "a--lease", "arms": [_arm("PASSED", ("lost", "PASSED"))]},
-        {"name": "b--lease", "arms": [_arm("FAILED", ("refused_within", "FAILED"))]},
+        {"name": "b--lease", "arms": [_arm("FAILED", ("lost", "FAILED"))]},
         {"name": "a--supervise", "arms": [_arm("PASSED", ("lost", "PASSED"))]}]}
     result = matrix(results, rows)
     assert result["switches"]["lease"]["status"] == "killed" and result["switches"]["lease"]["killed_by"] == ["b"]
-    assert result["survivors"] == ["supervise"] and result["kill_rate"] == 0.5
+    assert result["survivors"] == ["supervise"] and result["claimed_kill_rate"] == 0.5
     assert "max_session" in result["not_run"]
+
+
+def test_the_kill_rate_counts_every_switch_and_an_unclaimed_one_as_not_killed():
+    rows = [{"experiment": "a", "switch": "lease", "mutant": "a--lease"}]
+    result = matrix({"experiments": [{"name": "a--lease", "arms": [_arm("FAILED", ("lost", "FAILED"))]}]}, rows)
+    assert (result["killed"], result["total"], result["claimed"]) == (1, len(SWITCHES), 1)
+    assert result["kill_rate"] == round(1 / len(SWITCHES), 3)
+    assert set(result["not_run"]) == set(SWITCHES) - {"lease"}
+    assert all(result["switches"][name]["status"] == "not claimed" for name in result["not_run"])
+
+
+def test_the_claimed_subset_figure_says_every_claimed_switch_was_killed():
+    from chaos.mutate import headline
+
+    rows = [{"experiment": "a", "switch": "lease", "mutant": "a--lease"},
+            {"experiment": "b", "switch": "supervise", "mutant": "b--supervise"}]
+    killed = {"experiments": [{"name": "a--lease", "arms": [_arm("FAILED", ("lost", "FAILED"))]},
+                              {"name": "b--supervise", "arms": [_arm("FAILED", ("progress", "FAILED"))]}]}
+    result = matrix(killed, rows)
+    assert (result["claimed"], result["claimed_kill_rate"]) == (2, 1.0)
+    line = headline(result, "the smoke")
+    assert line.startswith(f"mutation kill rate 2 of {len(SWITCHES)} switches (")
+    assert "every switch the smoke claims was killed (2 of 2)" in line
+    one = matrix({"experiments": [killed["experiments"][0],
+                                  {"name": "b--supervise", "arms": [_arm("PASSED", ("lost", "PASSED"))]}]}, rows)
+    assert "of the 2 the smoke claims: 1 killed" in headline(one, "the smoke")
+    assert "survivors: supervise" in headline(one, "the smoke")
+
+
+def test_exit_code_or_refused_within_alone_do_not_kill():
+    for mechanism in ("exit_code", "refused_within"):
+        status, why = mutant_status(_arm("FAILED", (mechanism, "FAILED"), ("lost", "PASSED")))
+        assert status == "survived" and mechanism in why, mechanism
+    assert mutant_status(_arm("FAILED", ("exit_code", "FAILED"), ("lost", "FAILED")))[0] == "killed"
+    assert mutant_status(_arm("FAILED", ("outage_reported", "FAILED")))[0] == "killed"
+    assert mutant_status(_arm("FAILED", ("emitted_within", "FAILED")))[0] == "killed"
 
 
 def test_judge_run_writes_the_matrix_of_a_stored_mutate_run(tmp_path):
@@ -96,15 +132,17 @@ def test_a_mutant_changes_the_job_but_not_the_contract_the_oracle_judges_by():
     assert job.max_session_ms is None  # what the job runs with: the switch off
 
 
-def test_a_survivor_whose_switch_is_explained_is_listed_not_counted():
+def test_an_explained_survivor_is_a_survivor_and_counts_in_the_denominator():
+    from chaos.mutate import headline
+
     assert SWITCHES["task_retries"].explained and not SWITCHES["lease"].explained
     rows = [{"experiment": "a", "switch": "task_retries", "mutant": "a--task_retries"},
             {"experiment": "b", "switch": "lease", "mutant": "b--lease"}]
     results = {"experiments": [{"name": "a--task_retries", "arms": [_arm("PASSED", ("lost", "PASSED"))]},
-                               {"name": "b--lease", "arms": [_arm("FAILED", ("refused_within", "FAILED"))]}]}
+                               {"name": "b--lease", "arms": [_arm("FAILED", ("lost", "FAILED"))]}]}
     result = matrix(results, rows)
-    assert result["switches"]["task_retries"]["status"] == "explained"
-    assert (result["kill_rate"], result["explained"], result["survivors"]) == (1.0, ["task_retries"], [])
-    from chaos.mutate import headline
-
-    assert "survived and explained (docs/job.md): task_retries" in headline(result)
+    assert result["switches"]["task_retries"]["status"] == "survived"
+    assert result["switches"]["task_retries"]["explained"] == SWITCHES["task_retries"].explained
+    assert result["survivors"] == ["task_retries"] and list(result["explained"]) == ["task_retries"]
+    assert (result["claimed_kill_rate"], result["killed"], result["claimed"]) == (0.5, 1, 2)
+    assert "survivors: task_retries (explained: docs/job.md)" in headline(result)
