@@ -31,6 +31,8 @@ The modules, along the seams of what they judge:
                                        flight, the next state version loadable in every partition
     deployment.py      refused_within  every second deployment is refused (or exits non-zero) within the bound
                        exit_code       the code the job's driver ended with
+    outage.py          outage_reported from the first lasting fault's start to the driver's own exit with a
+                                       documented failure code (never a harness kill), PASSED if <= within
     steady_state.py    probe:<metric>  the spec's steady-state probes: the fraction of measured samples outside
                                        [min, max] in the probe's phases is <= tolerance
     arm.py             one arm: the registered checks, then a control arm's `control` check (expect=incident needs
