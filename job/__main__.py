@@ -112,7 +112,8 @@ class Job:
             store = self._store()
             if settings.lease:
                 self.lease = CheckpointLease(store, f"{self.checkpoint_key}/_lease", settings.deployment,
-                                             self.checkpoint_uri, ttl_s=settings.lease_ttl_ms / 1000, say=say)
+                                             self.checkpoint_uri, ttl_s=settings.lease_ttl_ms / 1000, say=say,
+                                             stop_when_lost=settings.stop_on_takeover)
             if settings.verify_state:
                 self.integrity = Integrity(store, self.checkpoint_key, self.output_key, say=say)
         try:
@@ -179,7 +180,8 @@ class Job:
         policy = RestartPolicy(budget=settings.failure_budget if settings.supervise else 0,
                                window_s=settings.failure_window_ms / 1000,
                                backoff_initial_s=settings.backoff_initial_ms / 1000,
-                               backoff_max_s=settings.backoff_max_ms / 1000)
+                               backoff_max_s=settings.backoff_max_ms / 1000,
+                               stop_on_repeat=settings.stop_on_repeat)
         state: _RunState = {"leased": False, "verify": True, "spark": None, "policy": policy}
         deadline = time.monotonic() + settings.run_seconds if settings.run_seconds else None
         guard = self.lease.check if self.lease is not None else None

@@ -436,3 +436,18 @@ def test_an_http_5xx_is_an_outage_only_as_a_status_never_as_a_number_inside_anot
     for repeat in ("java.lang.IllegalStateException: batch 1503 has no offsets entry",
                    "java.lang.IllegalStateException: expected offset 25003, found 25000"):
         assert not out_of_reach(repeat), repeat
+
+
+def test_with_the_repeat_rule_off_a_repeating_failure_restarts_until_the_budget_ends_it():
+    """The switch stop_on_repeat off (chaos/switches.py): the same failure with no batch in between is never taken
+    for one a restart cannot fix; the budget is what ends it (exit 4, not exit 7)."""
+    cause = "java.io.FileNotFoundException: s3a://chaos/dep/checkpoint/state/0/3/12.zip"
+    on, off = RestartPolicy(budget=5), RestartPolicy(budget=5, stop_on_repeat=False)
+    for _ in range(3):
+        on.failed(cause)
+        off.failed(cause)
+    assert on.repeating() and not off.repeating()
+    with pytest.raises(BudgetExceeded):
+        for _ in range(3):
+            off.failed(cause)
+            assert not off.repeating()

@@ -146,3 +146,32 @@ def test_an_explained_survivor_is_a_survivor_and_counts_in_the_denominator():
     assert result["survivors"] == ["task_retries"] and list(result["explained"]) == ["task_retries"]
     assert (result["claimed_kill_rate"], result["killed"], result["claimed"]) == (0.5, 1, 2)
     assert "survivors: task_retries (explained: docs/job.md)" in headline(result)
+
+
+def test_the_new_switches_give_the_job_their_off_settings():
+    from chaos.run import arm_config
+    from job.settings import from_args
+
+    for experiment, switch, field in (("hot-key-session-growth", "aggregate_state", "aggregate_state"),
+                                      ("key-rotation-state-leak", "aggregate_state", "aggregate_state"),
+                                      ("checkpoint-commit-budget", "stop_on_repeat", "stop_on_repeat"),
+                                      ("checkpoint-collision", "stop_on_takeover", "stop_on_takeover")):
+        assert getattr(settings_of(spec(experiment)), field) is True, field  # the hardened job has it on
+        mutated = mutant(spec(experiment), switch)
+        assert getattr(settings_of(mutated), field) is False, field
+        job = from_args(["--profile", "hardened", "--topic", "t", "--deployment", "d", "--progress-file", "p",
+                         *arm_config(mutated, "hardened").job_args()])
+        assert getattr(job, field) is False, field  # what the job's driver is started with
+    assert "aggregate_state" in spec("hot-key-session-growth").claims
+    assert "aggregate_state" in spec("key-rotation-state-leak").claims
+
+
+def test_with_aggregate_state_off_the_job_buffers_events_but_cuts_the_same_sessions():
+    from job.sessions import fold_session, run_aggregate, split_runs
+
+    events = [(0, 0), (1_000, 1), (9_000, 2), (9_500, 3), (12_500, 4), (21_000, 5)]  # gap 3 s, buckets of 10 s
+    runs = split_runs(list(reversed(events)), 3_000, 10_000)
+    assert runs == [[(0, 0), (1_000, 1)], [(9_000, 2), (9_500, 3)], [(12_500, 4)], [(21_000, 5)]]
+    state, closed = fold_session(None, events, 3_000, 10_000)
+    assert [run_aggregate(run) for run in runs] == closed + [state]  # the aggregates the hardened job emits
+    assert len(split_runs(events, 3_000, None)) == 3  # without a maximum length only the gaps cut
