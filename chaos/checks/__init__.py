@@ -23,6 +23,8 @@ The modules, along the seams of what they judge:
     exactly_once.py    lost            oracle.json: lost sessions (compare) or acknowledged events (coverage);
                                        output with wrong fields fails it too
                        duplicated      oracle.json: duplicated sessions / events; output nobody sent fails it too
+    output_latency.py  emitted_within  oracle.json's emission waits: the longest from a session's first event to
+                                       the end of the batch that wrote it, PASSED if <= within
     state.py           state           trend (plateau | growth): least-squares slope of state_rows (state_bytes as
                                        secondary evidence) over the `during` phases after `warmup`, vs `threshold`;
                                        bounds max_rows_per_key and max_rows

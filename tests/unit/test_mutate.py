@@ -120,16 +120,20 @@ def test_judge_run_writes_the_matrix_of_a_stored_mutate_run(tmp_path):
     assert results["verdict"] == "UNKNOWN"
 
 
-def test_a_mutant_changes_the_job_but_not_the_contract_the_oracle_judges_by():
+def test_a_mutant_without_max_session_is_judged_by_its_own_rules_and_on_its_withheld_output():
+    """The oracle expects the sessions the mutant's own rules make (a session it merely did not cut is no loss: every
+    event is still written once); what a user sees is the output a key that never pauses withholds: emitted_within."""
     from chaos.run import arm_config
     from job.settings import from_args
 
     mutated = mutant(spec("hot-key-session-growth"), "max_session")
     config = arm_config(mutated, "hardened")
-    assert config.max_session_ms == 20_000  # what the oracle expects: the experiment's sessions
+    assert config.max_session_ms is None  # the oracle's rules: the mutant's own
     job = from_args(["--profile", "hardened", "--topic", "t", "--deployment", "d", "--progress-file", "p",
                      *config.job_args()])
     assert job.max_session_ms is None  # what the job runs with: the switch off
+    assert arm_config(spec("hot-key-session-growth"), "hardened").max_session_ms == 20_000
+    assert "emitted_within" in mutated.arm("hardened").targets.extra
 
 
 def test_an_explained_survivor_is_a_survivor_and_counts_in_the_denominator():
