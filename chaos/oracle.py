@@ -388,16 +388,18 @@ def emission_waits(emitted: Iterable[Mapping[str, object]], batch_done_ms: Mappi
     batch that wrote it (`batch_done_ms`: batch id -> wall ms, the job's progress). The longest, and the session.
     A key that never pauses keeps its session open: its events wait until it closes (at the drain, at worst)."""
     longest: dict[str, object] | None = None
+    longest_ms = 0
     judged = unknown = 0
     for row in emitted:
-        done = batch_done_ms.get(row.get("batch_id"))  # type: ignore[arg-type]
-        start = row.get("start_ms")
+        batch_id, start = row.get("batch_id"), row.get("start_ms")
+        done = batch_done_ms.get(batch_id) if isinstance(batch_id, int) else None
         if done is None or not isinstance(start, int):
             unknown += 1
             continue
         judged += 1
         wait = done - start
-        if longest is None or wait > longest["wait_ms"]:  # type: ignore[operator]
+        if longest is None or wait > longest_ms:
+            longest_ms = wait
             longest = {"wait_ms": wait, "key": row.get("key"), "session_id": row.get("session_id"),
                        "start_ms": start, "count": row.get("count"), "batch_id": row.get("batch_id")}
     return {"sessions": judged, "unmeasured": unknown, "longest": longest}

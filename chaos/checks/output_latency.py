@@ -23,7 +23,7 @@ def check_emitted_within(oracle: Mapping[str, object] | None, within: float,
     longest = emission.get("longest")
     if not isinstance(longest, Mapping) or not isinstance(longest.get("wait_ms"), (int, float)):
         return Check("emitted_within", "NODATA", expected, "no data", "no emitted session could be timed")
-    wait = float(longest["wait_ms"]) / 1000  # type: ignore[arg-type]
+    wait = float(longest["wait_ms"]) / 1000
     measured = f"the longest {secs(wait)}"
     which = (f"key {longest.get('key')!r}'s session of {longest.get('count')} events (batch {longest.get('batch_id')})"
              f" over {emission.get('sessions')} sessions timed")
