@@ -25,7 +25,7 @@ from infra.driver import launch_driver
 from infra.procs import ManagedProcess
 from infra.stack import StackLike
 
-from .oracle import compare, coverage, expected_sessions
+from .oracle import compare, coverage, emission_waits, expected_sessions
 from .outputs import read_progress, read_sessions
 from .workload import Event, Ledger, Pacer, WorkloadSpec, plan, produce
 
@@ -42,9 +42,6 @@ class ArmConfig:
     workload: WorkloadSpec
     partitions: int = 4
     settings: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))  # Settings fields
-    # The experiment's contract where the arm's own settings depart from it (a mutant with max_session_ms off): the
-    # sessions the oracle expects follow the contract (max_session_ms), not the arm's settings.
-    contract: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
     extra_job_args: tuple[str, ...] = ()
     drain_timeout_s: float = 120.0
 
@@ -71,8 +68,9 @@ class ArmConfig:
 
     @property
     def max_session_ms(self) -> int | None:
-        """The longest session the oracle expects: the contract's bound."""
-        return resolve(self.profile, {**self.settings, **self.contract}).max_session_ms
+        """The longest session the oracle expects: the job's own (a mutant with it off is judged by its own rules,
+        so a session it merely did not cut is no loss; the output it withholds is judged by emitted_within)."""
+        return self.job_settings.max_session_ms
 
     @property
     def event_time(self) -> bool:
@@ -271,6 +269,8 @@ class JobArm:
             report = coverage(contents.acked, contents.failed, emitted_for_oracle, extra_copies=extra).to_dict()
         report.update(audit)
         batches = [r["progress"] for r in read_progress(self.progress_path) if r.get("event") == "progress"]
+        if self.config.event_time:  # emitted_within (chaos/checks/output_latency.py)
+            report["emission"] = emission_waits(emitted, _batch_done_ms(batches))
         summary = {
             "profile": self.config.profile,
             "topic": self.state.topic,
@@ -360,6 +360,20 @@ def _covers(progress: dict, topic: str, offsets: dict[str, int]) -> bool:
 def _watermark_ms(progress: dict) -> int:
     watermark = progress.get("eventTime", {}).get("watermark")
     return _iso_ms(watermark) if watermark else 0
+
+
+def _batch_done_ms(batches: list[dict]) -> dict[int, int]:
+    """Batch id -> when its first completion ended (wall ms): its trigger's start plus its duration."""
+    done: dict[int, int] = {}
+    for batch in batches:
+        try:
+            end = _timestamp_ms(batch) + int(batch.get("durationMs", {}).get("triggerExecution") or 0)
+        except (KeyError, TypeError, ValueError):
+            continue
+        batch_id = batch.get("batchId")
+        if isinstance(batch_id, int):
+            done[batch_id] = min(done.get(batch_id, end), end)
+    return done
 
 
 def _timestamp_ms(progress: dict) -> int:

@@ -5,13 +5,16 @@ The plan (pure): for each experiment and each switch it `claims` (chaos/switches
 the hardened arm, with that one switch off and nothing else changed, named `<experiment>--<switch>`. The mutants run
 as one suite run (one stack); `mutation.json` in the run directory records the plan, so `chaos check` re-judges it.
 
-The matrix (pure, from results.json): a mutant is **killed** when its arm FAILS (or HANGs) on an outcome check —
-lost, duplicated, recovery, progress, lag, state, the second deployment's refusal, lineage, a steady-state probe —
-never on a log line (a feature's own message is no evidence of its necessity); **survived** when it passes, or
-fails on log checks only; **unknown** when the environment failed or nothing was measured. A switch is killed when
-any experiment kills it; a survivor whose switch says why no outcome here depends on it (`Switch.explained`,
-measured, in docs/job.md) is listed as explained; the kill rate is killed switches over the switches run that are
-neither unknown nor explained.
+The matrix (pure, from results.json): a mutant is **killed** when its arm FAILS (or HANGs) on an outcome a user of
+the job would see (`OUTCOME_CHECKS`: sessions lost or duplicated, output late past its bound, state growing without
+bound, no progress, a broken lineage, an outage not reported in time, a steady-state probe) — never on a mechanism
+alone (the exit code, the second deployment's refusal) nor a log line (a feature's own message is no evidence of
+its necessity); **survived** when it passes, or fails on those only; **unknown** when the environment failed or
+nothing was measured. A switch is killed when any experiment kills it. A survivor whose switch says why no outcome
+here depends on it (`Switch.explained`, docs/job.md) is still a survivor: the text is the reason it survives.
+
+Two figures: the kill rate over **every** switch in chaos/switches.py (a switch this run did not claim counts as
+not killed), and over the switches this run claimed (a suite such as the smoke claims a subset).
 """
 from __future__ import annotations
 
@@ -25,8 +28,10 @@ from .spec import ExperimentSpec
 from .switches import SWITCHES
 
 PLAN_FILE = "mutation.json"
-OUTCOME_CHECKS = ("lost", "duplicated", "recovery", "progress", "max_lag", "state", "refused_within", "lineage",
-                  "exit_code")
+# What a user of the job sees. refused_within and exit_code are mechanisms (a job without a lease is never refused, a
+# job may end with another code and still serve its users), so they alone never kill a mutant.
+OUTCOME_CHECKS = ("lost", "duplicated", "recovery", "progress", "max_lag", "state", "lineage", "outage_reported",
+                  "emitted_within")
 SEPARATOR = "--"
 
 
@@ -103,7 +108,7 @@ def mutant_status(arm: Mapping[str, Any] | None) -> tuple[str, str]:
 
 
 def matrix(results: Mapping[str, Any], rows: list[dict]) -> dict:
-    """The switch x experiment matrix of a mutate run, and the kill rate."""
+    """The switch x experiment matrix of a mutate run, and the kill rate over every switch and over those claimed."""
     arms = {}
     for experiment in results.get("experiments", []):
         hardened = next((a for a in experiment.get("arms", []) if a.get("profile") == "hardened"), None)
@@ -117,26 +122,42 @@ def matrix(results: Mapping[str, Any], rows: list[dict]) -> dict:
         entry["killed_by" if status == "killed" else status].append(row["experiment"])
     for name, entry in switches.items():
         entry["status"] = ("killed" if entry["killed_by"] else "unknown" if entry["unknown"] and not entry["survived"]
-                           else "explained" if SWITCHES[name].explained else "survived")
-        if entry["status"] == "explained":
-            entry["explained"] = SWITCHES[name].explained
-    # A survivor that docs/job.md explains (measured: no outcome here depends on it) is listed, not counted.
-    judged = [s for s in switches.values() if s["status"] in ("killed", "survived")]
-    killed = [name for name, s in switches.items() if s["status"] == "killed"]
-    unclaimed = sorted(set(SWITCHES) - set(switches))
-    return {"cells": cells, "switches": switches, "killed": len(killed), "judged": len(judged),
-            "kill_rate": round(len(killed) / len(judged), 3) if judged else None,
-            "survivors": sorted(name for name, s in switches.items() if s["status"] == "survived"),
-            "explained": sorted(name for name, s in switches.items() if s["status"] == "explained"),
+                           else "survived")
+        if entry["status"] == "survived" and SWITCHES[name].explained:
+            entry["explained"] = SWITCHES[name].explained  # why it survives; a survivor all the same
+    claimed = [name for name in SWITCHES if name in switches]
+    killed = [name for name in claimed if switches[name]["status"] == "killed"]
+    survivors = [name for name in claimed if switches[name]["status"] == "survived"]
+    unclaimed = [name for name in SWITCHES if name not in switches]
+    for name in unclaimed:  # no mutant ran: not killed, and shown so
+        switches[name] = {"killed_by": [], "survived": [], "unknown": [], "status": "not claimed"}
+    return {"cells": cells, "switches": switches,
+            "total": len(SWITCHES), "killed": len(killed),
+            "kill_rate": round(len(killed) / len(SWITCHES), 3) if SWITCHES else None,
+            "claimed": len(claimed),
+            "claimed_kill_rate": round(len(killed) / len(claimed), 3) if claimed else None,
+            "survivors": survivors,
+            "explained": {name: switches[name]["explained"] for name in survivors if "explained" in switches[name]},
+            "unknown": [name for name in claimed if switches[name]["status"] == "unknown"],
             "not_run": unclaimed}
 
 
-def headline(mutation: Mapping[str, Any]) -> str:
-    rate = mutation.get("kill_rate")
-    shown = "n/a" if rate is None else f"{rate * 100:.0f} %"
-    survivors = mutation.get("survivors") or []
-    explained = mutation.get("explained") or []
-    return (f"mutation kill rate {shown}: {mutation.get('killed')} of {mutation.get('judged')} switches killed"
-            + (f"; survivors: {', '.join(survivors)}" if survivors else "")
-            + (f"; survived and explained (docs/job.md): {', '.join(explained)}" if explained else "")
-            + (f"; no experiment claims: {', '.join(mutation['not_run'])}" if mutation.get("not_run") else ""))
+def _percent(rate: object) -> str:
+    return f"{rate * 100:.0f} %" if isinstance(rate, (int, float)) else "n/a"
+
+
+def headline(mutation: Mapping[str, Any], claimer: str = "this run") -> str:
+    """One line: the kill rate over every switch, then over the switches `claimer` (this run, the smoke) claims."""
+    total, killed, claimed = mutation.get("total"), mutation.get("killed"), mutation.get("claimed")
+    survivors = list(mutation.get("survivors") or [])
+    explained = mutation.get("explained") or {}
+    unknown = list(mutation.get("unknown") or [])
+    if claimed and killed == claimed:
+        of_claimed = f"every switch {claimer} claims was killed ({claimed} of {claimed})"
+    else:
+        of_claimed = f"of the {claimed} {claimer} claims: {killed} killed"
+    shown = [f"{name} (explained: docs/job.md)" if name in explained else name for name in survivors]
+    return (f"mutation kill rate {killed} of {total} switches ({_percent(mutation.get('kill_rate'))}); {of_claimed}"
+            + (f"; survivors: {', '.join(shown)}" if shown else "")
+            + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+            + (f"; not claimed, so not killed: {', '.join(mutation['not_run'])}" if mutation.get("not_run") else ""))

@@ -380,3 +380,26 @@ def _field(record: Mapping[str, object] | Session, name: str, where: str) -> Any
 
 def _count_in(sorted_seqs: list[int], first: int, last: int) -> int:
     return max(0, bisect.bisect_right(sorted_seqs, last) - bisect.bisect_left(sorted_seqs, first))
+
+
+def emission_waits(emitted: Iterable[Mapping[str, object]], batch_done_ms: Mapping[int, int]) -> dict[str, object]:
+    """How long the job's users waited for its sessions: per emitted session (a row with `batch_id`), the time from
+    its first event (start_ms: the workload's event time is the wall clock it was produced at) to the end of the
+    batch that wrote it (`batch_done_ms`: batch id -> wall ms, the job's progress). The longest, and the session.
+    A key that never pauses keeps its session open: its events wait until it closes (at the drain, at worst)."""
+    longest: dict[str, object] | None = None
+    longest_ms = 0
+    judged = unknown = 0
+    for row in emitted:
+        batch_id, start = row.get("batch_id"), row.get("start_ms")
+        done = batch_done_ms.get(batch_id) if isinstance(batch_id, int) else None
+        if done is None or not isinstance(start, int):
+            unknown += 1
+            continue
+        judged += 1
+        wait = done - start
+        if longest is None or wait > longest_ms:
+            longest_ms = wait
+            longest = {"wait_ms": wait, "key": row.get("key"), "session_id": row.get("session_id"),
+                       "start_ms": start, "count": row.get("count"), "batch_id": row.get("batch_id")}
+    return {"sessions": judged, "unmeasured": unknown, "longest": longest}

@@ -118,12 +118,8 @@ def arm_config(spec: ExperimentSpec, profile: str) -> ArmConfig:
     if profile == "naive":  # processing-time sessions without bounds: event-time settings mean nothing there
         changes = {k: v for k, v in changes.items() if k not in ("watermark_ms", "max_session_ms")}
     placeholder = _workload(spec, spec.workload.shape, round(spec.phases.total * 1000), spec.seed)
-    # The sessions the oracle expects follow the experiment's contract (the profile and the `job` section), not an
-    # arm's own settings: an arm that turns the maximum session length off (a mutant) is judged by the contract.
-    contract = spec.apply_settings(profile, base, arm_settings=False)
-    judged = {} if contract.max_session_ms == final.max_session_ms else {"max_session_ms": contract.max_session_ms}
     return ArmConfig(profile=profile, workload=placeholder, partitions=spec.workload.partitions,
-                     settings=settings_document(changes), contract=judged, drain_timeout_s=180.0)
+                     settings=settings_document(changes), drain_timeout_s=180.0)
 
 
 class ArmRun:

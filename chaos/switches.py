@@ -54,16 +54,27 @@ def _switches() -> dict[str, Switch]:
                explained=("the largest backlog an experiment builds (80 s of outage at 200 events/s: 16,000 records) is under the 20,000 cap, and Spark has no checkpoint timeout a large batch could exceed: measured, the mutant caught up like the hardened job; kept as a bound for larger backlogs")),
         Switch("kafka_options", "Kafka reconnect backoff and bounded request/API/connection-setup timeouts",
                {"kafka_options": _hardened_keys("kafka_options")},
-               explained=("Spark's Kafka source retries its offset lookups itself: measured, an 80 s broker outage (past the clients' 60 s API timeout) failed neither the naive job nor this mutant, and both caught up; the options change how often clients reconnect while the broker is away (load on a recovering broker), which no check here measures")),
+               explained=("on one broker Spark's Kafka source retries its offset lookups itself: measured, an 80 s broker outage (past the clients' 60 s API timeout) failed neither the naive job nor this mutant in kafka-broker-disconnect, and both caught up; it is killed on the cluster only (cluster-broker-lost: max lag past its bound), so a run without the cluster leaves it a survivor")),
         Switch("s3a_options", "an S3 client that gives up in bounded time (timeouts, retries)",
                {"s3a_options": _hardened_keys("s3a_options")},
                explained=("in every S3 fault here (connection resets, silent connections that resume at the heal, a 50 KB/s cap, 503 storms) Hadoop's default client came through within the same bounds: measured in slow-s3-put, checkpoint-commit-failures and s3-slowdown-storm; the bounded client changes how a stall ends (a failure and a restart), not an outcome judged here")),
         Switch("task_retries", "a failed task tried twice, not four times (spark.task.maxFailures)",
                {"spark_options": {"spark.task.maxFailures": None}},
                explained=("2 or 4 attempts per task changed no outcome: measured in checkpoint-commit-failures (S3 resets and silences during commits), recovered within its bound either way")),
-        # An arm setting, not the `job` section: the oracle keeps expecting the experiment's sessions (its contract).
+        # An arm setting, not the `job` section; the oracle judges the mutant by its own rules (no cut), and the
+        # output a key that never pauses withholds is judged by emitted_within (chaos/checks/output_latency.py).
         Switch("max_session", "a maximum session length: a key that never pauses still closes sessions",
                {"max_session_ms": None}),
+        Switch("aggregate_state", "sessions keep aggregates only, removed once the watermark passes their end (off: "
+               "every event of the open session in list state and per-key bookkeeping never expired, the naive "
+               "job's state shape, under the hardened rules otherwise)",
+               {"aggregate_state": False}),
+        Switch("stop_on_repeat", "a failure that repeats the same way on every restart stops the job with exit 7 "
+               "(off: the job restarts through the repeats until its failure budget is spent)",
+               {"stop_on_repeat": False}),
+        Switch("stop_on_takeover", "a deployment whose lease another one took over stops with exit 6 before its "
+               "next commit (off: it goes on writing beside the new holder)",
+               {"stop_on_takeover": False}),
     )
     return {switch.name: switch for switch in entries}
 

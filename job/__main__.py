@@ -139,7 +139,8 @@ class Job:
             store = self._store()
             if settings.lease:
                 self.lease = CheckpointLease(store, f"{self.checkpoint_key}/_lease", settings.deployment,
-                                             self.checkpoint_uri, ttl_s=settings.lease_ttl_ms / 1000, say=say)
+                                             self.checkpoint_uri, ttl_s=settings.lease_ttl_ms / 1000, say=say,
+                                             stop_when_lost=settings.stop_on_takeover)
             if settings.verify_state:
                 self.integrity = Integrity(store, self.checkpoint_key, self.output_key, say=say)
         try:
@@ -219,7 +220,8 @@ class Job:
         policy = RestartPolicy(budget=settings.failure_budget if settings.supervise else 0,
                                window_s=settings.failure_window_ms / 1000,
                                backoff_initial_s=settings.backoff_initial_ms / 1000,
-                               backoff_max_s=settings.backoff_max_ms / 1000)
+                               backoff_max_s=settings.backoff_max_ms / 1000,
+                               stop_on_repeat=settings.stop_on_repeat)
         state: _RunState = {"leased": False, "verify": True, "spark": None, "policy": policy}
         if self.integrity is not None:  # a start over first asks Kafka whether it still holds batch 0's input
             self.integrity.input_retained = lambda start: self._kafka_gap(state, start)

@@ -92,7 +92,8 @@ class LeaseRecord:
 
 class CheckpointLease:
     def __init__(self, store: ObjectStore, key: str, owner: str, checkpoint_uri: str, ttl_s: float = 15.0,
-                 clock: Callable[[], float] = time.time, say: Callable[[str], None] = print):
+                 clock: Callable[[], float] = time.time, say: Callable[[str], None] = print,
+                 stop_when_lost: bool = True):
         self.store = store
         self.key = key
         self.owner = owner
@@ -104,6 +105,10 @@ class CheckpointLease:
         self.record: LeaseRecord | None = None
         self.etag: str | None = None
         self.lost: str | None = None  # why, once lost
+        # Off (Settings.stop_on_takeover false): a lease taken over is said once and ignored; the deployment goes on
+        # writing beside the new holder, which is what the switch exists to show.
+        self.stop_when_lost = stop_when_lost
+        self._said_going_on = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -200,14 +205,19 @@ class CheckpointLease:
         anyway meanwhile); past it the batch stops with LeaseUnconfirmed, and a later check that reaches S3 renews
         the lease or loses it. Any other failure to renew past the expiry (an answer such as access denied, or a
         bug) is a loss, as it always was."""
+        if self.lost and not self.stop_when_lost:
+            return
         if self.lost:
             raise LeaseLost(self.lost)
         if self.record is None:
             raise LeaseLost("the lease was never acquired")
         try:
             self.renew()
-        except LeaseLost:
-            raise
+        except LeaseLost as lost:
+            if self.stop_when_lost:
+                raise
+            self._going_on(str(lost))
+            return
         except Exception as error:
             if self.record.expires_at_ms > self._now_ms():
                 return
@@ -218,6 +228,13 @@ class CheckpointLease:
                                    f"{what}; stopping this batch before it writes output or commits: the next "
                                    "attempt renews the lease only if nobody took it over") from None
 
+    def _going_on(self, why: str) -> None:
+        with self._lock:
+            self.lost = self.lost or why
+            said, self._said_going_on = self._said_going_on, True
+        if not said:
+            self.say(f"lease: {why}; going on (stop_on_takeover is off)")
+
     def start_renewing(self, on_lost: Callable[[str], None]) -> None:
         def loop() -> None:
             failing_since = None
@@ -225,7 +242,10 @@ class CheckpointLease:
                 try:
                     self.renew()
                 except LeaseLost as lost:
-                    on_lost(str(lost))
+                    if self.stop_when_lost:
+                        on_lost(str(lost))
+                    else:
+                        self._going_on(str(lost))
                     return
                 except Exception as error:  # transient: retried next period; check() decides at expiry
                     if failing_since is None:  # one line per outage, not one per period

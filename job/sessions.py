@@ -209,9 +209,80 @@ def tws_sessions(events: DataFrame, settings: Settings, pandas: bool) -> DataFra
     return grouped.transformWithState(processor, SESSION_SCHEMA, outputMode="Append", timeMode="EventTime")
 
 
+# -- the naive state shape under the hardened rules: the switch aggregate_state off ------------------------------
+# The same event-time sessions as session_window_sessions (so the oracle judges the output the same way), kept as
+# the incident jobs kept them: every event of the open session in list state, read back whole on every batch, and
+# per-key bookkeeping (the last seq seen) that is never expired. What `chaos mutate` shows is the state this costs.
+
+def split_runs(events: list[tuple[int, int]], gap_ms: int, max_session_ms: int | None) -> list[list[tuple[int, int]]]:
+    """(event_time_ms, seq) events, in any order, as the runs of events the sessions are made of: the session
+    rules of fold_session (more than gap_ms apart, or a later max_session_ms bucket, starts a new session)."""
+    runs: list[list[tuple[int, int]]] = []
+    for event_time, seq in sorted(events):
+        if runs:
+            first, last = runs[-1][0][0], runs[-1][-1][0]
+            if event_time - last <= gap_ms and not (max_session_ms and
+                                                   event_time // max_session_ms != first // max_session_ms):
+                runs[-1].append((event_time, seq))
+                continue
+        runs.append([(event_time, seq)])
+    return runs
+
+
+def run_aggregate(run: list[tuple[int, int]]) -> tuple[int, int, int, int, int]:
+    """The aggregate fold_session keeps for a run: (start, last, count, first_seq, last_seq)."""
+    times, seqs = [t for t, _ in run], [s for _, s in run]
+    return min(times), max(times), len(run), min(seqs), max(seqs)
+
+
+class BufferedEventTimeProcessor(StatefulProcessor):
+    """Event-time sessions with an event-time timer at last + gap, every event buffered in list state."""
+
+    def __init__(self, gap_ms: int, max_session_ms: int | None):
+        self.gap_ms = gap_ms
+        self.max_session_ms = max_session_ms
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.events = handle.getListState("events", "event_time_ms LONG, seq LONG")
+        self.last_seen = handle.getValueState("last_seen", "last_seq LONG")  # never cleared, as in incident 003
+
+    def _rows(self, key: str, runs: list[list[tuple[int, int]]]) -> Iterator[pd.DataFrame]:
+        rows = [_session_row(key, run_aggregate(run), self.gap_ms) for run in runs]
+        return iter([pd.DataFrame(rows, columns=SESSION_COLUMNS)] if rows else [])
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+        arrived = [(int(t), int(s)) for frame in rows for t, s in zip(frame["event_time_ms"], frame["seq"])]
+        buffered = [(int(t), int(s)) for t, s in self.events.get()] if self.events.exists() else []
+        runs = split_runs(buffered + arrived, self.gap_ms, self.max_session_ms)
+        closed, open_run = runs[:-1], runs[-1]
+        self.events.put(open_run)
+        self.last_seen.update((max(s for _, s in arrived),))
+        for timer in list(self.handle.listTimers()):
+            self.handle.deleteTimer(timer)
+        self.handle.registerTimer(open_run[-1][0] + self.gap_ms)
+        return self._rows(key[0], closed)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+        buffered = [(int(t), int(s)) for t, s in self.events.get()] if self.events.exists() else []
+        self.events.clear()
+        return self._rows(key[0], split_runs(buffered, self.gap_ms, self.max_session_ms) if buffered else [])
+
+    def close(self) -> None:
+        pass
+
+
+def buffered_event_time_sessions(events: DataFrame, settings: Settings) -> DataFrame:
+    processor = BufferedEventTimeProcessor(settings.gap_ms, settings.max_session_ms)
+    return (events.withWatermark("event_time", f"{settings.watermark_ms} milliseconds").groupBy("key")
+            .transformWithStateInPandas(processor, SESSION_SCHEMA, outputMode="Append", timeMode="EventTime"))
+
+
 def build(events: DataFrame, settings: Settings) -> DataFrame:
     if settings.profile == "naive":
         return buffering_sessions(events, settings)
+    if not settings.aggregate_state:
+        return buffered_event_time_sessions(events, settings)
     if settings.state_impl == "tws-rows":
         return tws_sessions(events, settings, pandas=False)
     if settings.state_impl == "tws-pandas":

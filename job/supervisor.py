@@ -123,6 +123,7 @@ class RestartPolicy:
     consecutive: int = 0
     streak: list = field(default_factory=list)  # (signature, out of reach) of the failures since the last batch
     repair_tried: bool = False  # a repeating failure got one verification of the checkpoint since the last batch
+    stop_on_repeat: bool = True  # the repeat rule (Settings.stop_on_repeat); off: a repeat restarts like any failure
 
     def failed(self, cause: str) -> float:
         """Record a failure; return the backoff before the restart, or raise BudgetExceeded."""
@@ -139,7 +140,10 @@ class RestartPolicy:
         return min(self.backoff_max_s, self.backoff_initial_s * 2 ** (self.consecutive - 1))
 
     def repeating(self, threshold: int = REPEATS_BEFORE_STOP) -> bool:
-        """Have the last `threshold` failures been the same one, with no batch in between, and not an outage?"""
+        """Have the last `threshold` failures been the same one, with no batch in between, and not an outage? Never,
+        with the repeat rule off: the job then restarts through the repeats until its budget is spent."""
+        if not self.stop_on_repeat:
+            return False
         last = self.streak[-threshold:]
         return len(last) >= threshold and len(set(last)) == 1 and not last[0][1]
 

@@ -23,6 +23,8 @@ The modules, along the seams of what they judge:
     exactly_once.py    lost            oracle.json: lost sessions (compare) or acknowledged events (coverage);
                                        output with wrong fields fails it too
                        duplicated      oracle.json: duplicated sessions / events; output nobody sent fails it too
+    output_latency.py  emitted_within  oracle.json's emission waits: the longest from a session's first event to
+                                       the end of the batch that wrote it, PASSED if <= within
     state.py           state           trend (plateau | growth): least-squares slope of state_rows (state_bytes as
                                        secondary evidence) over the `during` phases after `warmup`, vs `threshold`;
                                        bounds max_rows_per_key and max_rows
@@ -34,6 +36,8 @@ The modules, along the seams of what they judge:
                        exits           every arm: an exit of the driver the harness did not cause FAILS a subject
                                        (code, meaning, the job's last line) unless exit_code names it; a control's
                                        is recorded, never failing it
+    outage.py          outage_reported from the first lasting fault's start to the driver's own exit with a
+                                       documented failure code (never a harness kill), PASSED if <= within
     steady_state.py    probe:<metric>  the spec's steady-state probes: the fraction of measured samples outside
                                        [min, max] in the probe's phases is <= tolerance
     arm.py             one arm: the registered checks, then a control arm's `control` check (expect=incident needs

@@ -19,14 +19,16 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from ..spec import Targets
-from . import deployment, environment, exactly_once, lineage, logs, progress, recovery, state, steady_state
+from . import (deployment, environment, exactly_once, lineage, logs, outage, output_latency, progress, recovery, state,
+               steady_state)
 from .base import ArmData, CheckDef, ControlData, Judged
 from .timeline import Check
 
 # The seam modules, in the order their checks appear in results.json. Within a module its checks come in the order
 # it defines them: a new check in an existing seam is found here without a line of its own; a new seam module is one
 # line in SEAMS (as a new fault family is one line in chaos/faults/registry.py FAMILIES).
-SEAMS = (environment, progress, recovery, exactly_once, state, logs, lineage, deployment, steady_state)
+SEAMS = (environment, progress, recovery, exactly_once, output_latency, state, logs, lineage, deployment, outage,
+         steady_state)
 
 
 def declared(module: ModuleType) -> list[CheckDef]:

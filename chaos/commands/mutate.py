@@ -13,7 +13,8 @@ from .runs import _resolve, clean_dead_runs
 
 def mutate(names: list[str], suite: str | None, scale: float | None, switches: list[str] | None, backend: str,
            out: Path | None, argv: list[str], seed: int | None = None) -> int:
-    """Every claimed hardening switch off in turn (chaos/mutate.py); exit 0 when every switch run is killed."""
+    """Every claimed hardening switch off in turn (chaos/mutate.py); exit 0 when every switch run is killed. The
+    headline gives the kill rate over every switch and over those the run claims."""
     from ..mutate import headline, plan, write_plan
     from ..run import run_experiments
     from ..switches import SWITCHES
@@ -21,7 +22,8 @@ def mutate(names: list[str], suite: str | None, scale: float | None, switches: l
     unknown = [s for s in switches or [] if s not in SWITCHES]
     if unknown:
         raise errors.ChaosError(f"unknown switch {unknown[0]!r}; allowed: {', '.join(SWITCHES)}", errors.USAGE)
-    _name, specs, _repeat, _lanes = _resolve(names, suite or (None if names else "smoke"), scale)
+    suite = suite or (None if names else "smoke")
+    _name, specs, _repeat, _lanes = _resolve(names, suite, scale)
     if seed is not None:
         specs = [dataclasses.replace(spec, seed=seed) for spec in specs]
     rows = plan(specs, switches)
@@ -38,7 +40,10 @@ def mutate(names: list[str], suite: str | None, scale: float | None, switches: l
     mutation = results.get("mutation") or {}
     for cell in mutation.get("cells", []):
         print(f"{cell['status'].upper():<9} {cell['experiment']} without {cell['switch']}: {cell['why']}")
-    print(headline(mutation) if mutation else "no mutation matrix (the run did not complete)")
+    for name, why in (mutation.get("explained") or {}).items():
+        print(f"{'SURVIVED':<9} {name}: a survivor, explained (docs/job.md): {why}")
+    claimer = f"the {Path(suite).stem}" if suite else "this run"
+    print(headline(mutation, claimer) if mutation else "no mutation matrix (the run did not complete)")
     print(f"report: {run_dir / 'index.html'}")
     return VERDICT_EXIT.get(results["verdict"], errors.FAILED)
 

@@ -80,6 +80,7 @@ def _junit_mutation(suite: ET.Element, mutation: dict, counts: dict[str, int], p
     from ..mutate import headline
 
     ET.SubElement(properties, "property", name="kill_rate", value=str(mutation.get("kill_rate")))
+    ET.SubElement(properties, "property", name="claimed_kill_rate", value=str(mutation.get("claimed_kill_rate")))
     ET.SubElement(properties, "property", name="mutation", value=headline(mutation))
     for cell in mutation.get("cells") or []:
         case = ET.SubElement(suite, "testcase", classname=f"mutate.{cell.get('switch')}",

@@ -409,7 +409,7 @@ def render_report(run: Run) -> str:
     return _page(f"{verdict} · {run.dir.name}", "".join(body))
 
 
-MUTANT_COLOURS = {"killed": "#2e7d32", "survived": "#c62828", "unknown": "#9e9e9e", "explained": "#ef6c00"}
+MUTANT_COLOURS = {"killed": "#2e7d32", "survived": "#c62828", "unknown": "#9e9e9e", "not claimed": "#c62828"}
 
 
 def _mutation_section(mutation: dict | None) -> list[str]:
@@ -422,9 +422,11 @@ def _mutation_section(mutation: dict | None) -> list[str]:
     experiments = sorted({str(c.get("experiment")) for c in cells})
     rows = []
     for switch, entry in sorted((mutation.get("switches") or {}).items()):
+        # an explained survivor is a survivor: its reason is shown beside it, not instead of it
+        reason = f' <span class="small">(explained: {_e(entry["explained"])})</span>' if entry.get("explained") else ""
         row = [f"<td><b>{_e(switch)}</b></td>",
                f'<td style="color:{MUTANT_COLOURS.get(entry.get("status"), "#000")}"><b>'
-               f'{_e(entry.get("status"))}</b></td>']
+               f'{_e(entry.get("status"))}</b>{reason}</td>']
         for experiment in experiments:
             cell = next((c for c in cells if c.get("switch") == switch and c.get("experiment") == experiment), None)
             row.append("<td></td>" if cell is None else
@@ -435,7 +437,9 @@ def _mutation_section(mutation: dict | None) -> list[str]:
     return [f"<h2>mutation</h2><p><b>{_e(headline(mutation))}</b></p>",
             f'<table><tr><th>switch off</th><th>mutant</th>{head}</tr>{"".join(rows)}</table>',
             '<p class="small">killed: the hardened arm failed an outcome check with the switch off; survived: it '
-            "passed (or failed on log lines only); hover a cell for why.</p>"]
+            "passed (or failed only on log lines, its exit code or a refusal: mechanisms, not outcomes), explained or "
+            "not; not claimed: no experiment of this run turned it off, so it counts as not killed; hover a cell "
+            "for why.</p>"]
 
 
 

@@ -27,4 +27,14 @@ TARGET_PARAMS: Mapping[str, TargetParams] = MappingProxyType({
         "lag_below (else 5 s of input) and progress (the batch id advanced, or nothing was pending)",
         params(samples=Param("int", "how many of the recover phase's last samples (one a second) must be healthy",
                              required=True, minimum=2, maximum=3600))),
+    "outage_reported": TargetParams(
+        "the job reports a lasting fault (its driver exits by itself with a documented failure code, not at the "
+        "harness's hand) within `within` of the first lasting fault's start (chaos/checks/outage.py)",
+        params(within=Param("duration", "from the first lasting fault's `injecting` record to the job's own exit",
+                            required=True, minimum=1, maximum=3600))),
+    "emitted_within": TargetParams(
+        "no session's output waits longer than `within` after the session's first event: from its first event to "
+        "the end of the batch that wrote it (chaos/checks/output_latency.py)",
+        params(within=Param("duration", "the longest a session's first event may wait for the session's output",
+                            required=True, minimum=1, maximum=3600))),
 })

@@ -587,3 +587,18 @@ def test_the_job_starts_over_for_a_partition_with_no_files_only_while_kafka_hold
                                         "operator 0, partition 3: its state files are missing")
     assert gone in str(raised.value)
     assert store.objects == before  # refused before anything was moved: the checkpoint is as it was
+
+
+def test_with_the_repeat_rule_off_a_repeating_failure_restarts_until_the_budget_ends_it():
+    """The switch stop_on_repeat off (chaos/switches.py): the same failure with no batch in between is never taken
+    for one a restart cannot fix; the budget is what ends it (exit 4, not exit 7)."""
+    cause = "java.io.FileNotFoundException: s3a://chaos/dep/checkpoint/state/0/3/12.zip"
+    on, off = RestartPolicy(budget=5), RestartPolicy(budget=5, stop_on_repeat=False)
+    for _ in range(3):
+        on.failed(cause)
+        off.failed(cause)
+    assert on.repeating() and not off.repeating()
+    with pytest.raises(BudgetExceeded):
+        for _ in range(3):
+            off.failed(cause)
+            assert not off.repeating()

@@ -171,3 +171,23 @@ def test_the_supervisor_restarts_a_lapse_and_stops_on_a_loss():
         lease.check()
     assert classify(f"Traceback (most recent call last):\njob.lease.LeaseLost: {loss.value}") == "fatal"
     assert classify(f"job.lease.LeaseLost: {loss.value}") == "fatal"  # as job/__main__.py names a start's failure
+
+
+def test_with_stop_on_takeover_off_a_takeover_is_said_once_and_the_deployment_goes_on():
+    """The switch stop_on_takeover off (chaos/switches.py): the loss no check raises, the renewal thread reports none,
+    and the job goes on writing beside the new holder."""
+    store, clock, said = MemoryStore(), Clock(), []
+    lease = CheckpointLease(store, KEY, "dep", "s3a://chaos/dep/checkpoint", ttl_s=15, clock=clock, say=said.append,
+                            stop_when_lost=False)
+    lease.acquire()
+    store.reachable = False
+    clock.now += 40
+    with pytest.raises(LeaseUnconfirmed):  # a lapse still fails the batch: that is not the switch
+        lease.check()
+    store.reachable = True
+    leased(store, clock, owner="other")
+    lease.check()
+    lease.check()
+    assert lease.lost and "'other'" in lease.lost
+    assert [line for line in said if "going on" in line] == [f"lease: {lease.lost}; going on (stop_on_takeover is off)"]
+    assert LeaseRecord.from_bytes(store.objects[KEY][0]).owner == "other"  # it never takes the lease back

@@ -64,12 +64,48 @@ def test_the_matrix_kills_a_switch_when_any_experiment_kills_it():
             {"experiment": "a", "switch": "supervise", "mutant": "a--supervise"}]
     results = {"experiments": [
         {"name": "a--lease", "arms": [_arm("PASSED", ("lost", "PASSED"))]},
-        {"name": "b--lease", "arms": [_arm("FAILED", ("refused_within", "FAILED"))]},
+        {"name": "b--lease", "arms": [_arm("FAILED", ("lost", "FAILED"))]},
         {"name": "a--supervise", "arms": [_arm("PASSED", ("lost", "PASSED"))]}]}
     result = matrix(results, rows)
     assert result["switches"]["lease"]["status"] == "killed" and result["switches"]["lease"]["killed_by"] == ["b"]
-    assert result["survivors"] == ["supervise"] and result["kill_rate"] == 0.5
+    assert result["survivors"] == ["supervise"] and result["claimed_kill_rate"] == 0.5
     assert "max_session" in result["not_run"]
+
+
+def test_the_kill_rate_counts_every_switch_and_an_unclaimed_one_as_not_killed():
+    rows = [{"experiment": "a", "switch": "lease", "mutant": "a--lease"}]
+    result = matrix({"experiments": [{"name": "a--lease", "arms": [_arm("FAILED", ("lost", "FAILED"))]}]}, rows)
+    assert (result["killed"], result["total"], result["claimed"]) == (1, len(SWITCHES), 1)
+    assert result["kill_rate"] == round(1 / len(SWITCHES), 3)
+    assert set(result["not_run"]) == set(SWITCHES) - {"lease"}
+    assert all(result["switches"][name]["status"] == "not claimed" for name in result["not_run"])
+
+
+def test_the_claimed_subset_figure_says_every_claimed_switch_was_killed():
+    from chaos.mutate import headline
+
+    rows = [{"experiment": "a", "switch": "lease", "mutant": "a--lease"},
+            {"experiment": "b", "switch": "supervise", "mutant": "b--supervise"}]
+    killed = {"experiments": [{"name": "a--lease", "arms": [_arm("FAILED", ("lost", "FAILED"))]},
+                              {"name": "b--supervise", "arms": [_arm("FAILED", ("progress", "FAILED"))]}]}
+    result = matrix(killed, rows)
+    assert (result["claimed"], result["claimed_kill_rate"]) == (2, 1.0)
+    line = headline(result, "the smoke")
+    assert line.startswith(f"mutation kill rate 2 of {len(SWITCHES)} switches (")
+    assert "every switch the smoke claims was killed (2 of 2)" in line
+    one = matrix({"experiments": [killed["experiments"][0],
+                                  {"name": "b--supervise", "arms": [_arm("PASSED", ("lost", "PASSED"))]}]}, rows)
+    assert "of the 2 the smoke claims: 1 killed" in headline(one, "the smoke")
+    assert "survivors: supervise" in headline(one, "the smoke")
+
+
+def test_exit_code_or_refused_within_alone_do_not_kill():
+    for mechanism in ("exit_code", "refused_within"):
+        status, why = mutant_status(_arm("FAILED", (mechanism, "FAILED"), ("lost", "PASSED")))
+        assert status == "survived" and mechanism in why, mechanism
+    assert mutant_status(_arm("FAILED", ("exit_code", "FAILED"), ("lost", "FAILED")))[0] == "killed"
+    assert mutant_status(_arm("FAILED", ("outage_reported", "FAILED")))[0] == "killed"
+    assert mutant_status(_arm("FAILED", ("emitted_within", "FAILED")))[0] == "killed"
 
 
 def test_judge_run_writes_the_matrix_of_a_stored_mutate_run(tmp_path):
@@ -84,27 +120,62 @@ def test_judge_run_writes_the_matrix_of_a_stored_mutate_run(tmp_path):
     assert results["verdict"] == "UNKNOWN"
 
 
-def test_a_mutant_changes_the_job_but_not_the_contract_the_oracle_judges_by():
+def test_a_mutant_without_max_session_is_judged_by_its_own_rules_and_on_its_withheld_output():
+    """The oracle expects the sessions the mutant's own rules make (a session it merely did not cut is no loss: every
+    event is still written once); what a user sees is the output a key that never pauses withholds: emitted_within."""
     from chaos.run import arm_config
     from job.settings import from_args
 
     mutated = mutant(spec("hot-key-session-growth"), "max_session")
     config = arm_config(mutated, "hardened")
-    assert config.max_session_ms == 20_000  # what the oracle expects: the experiment's sessions
+    assert config.max_session_ms is None  # the oracle's rules: the mutant's own
     job = from_args(["--profile", "hardened", "--topic", "t", "--deployment", "d", "--progress-file", "p",
                      *config.job_args()])
     assert job.max_session_ms is None  # what the job runs with: the switch off
+    assert arm_config(spec("hot-key-session-growth"), "hardened").max_session_ms == 20_000
+    assert "emitted_within" in mutated.arm("hardened").targets.extra
 
 
-def test_a_survivor_whose_switch_is_explained_is_listed_not_counted():
+def test_an_explained_survivor_is_a_survivor_and_counts_in_the_denominator():
+    from chaos.mutate import headline
+
     assert SWITCHES["task_retries"].explained and not SWITCHES["lease"].explained
     rows = [{"experiment": "a", "switch": "task_retries", "mutant": "a--task_retries"},
             {"experiment": "b", "switch": "lease", "mutant": "b--lease"}]
     results = {"experiments": [{"name": "a--task_retries", "arms": [_arm("PASSED", ("lost", "PASSED"))]},
-                               {"name": "b--lease", "arms": [_arm("FAILED", ("refused_within", "FAILED"))]}]}
+                               {"name": "b--lease", "arms": [_arm("FAILED", ("lost", "FAILED"))]}]}
     result = matrix(results, rows)
-    assert result["switches"]["task_retries"]["status"] == "explained"
-    assert (result["kill_rate"], result["explained"], result["survivors"]) == (1.0, ["task_retries"], [])
-    from chaos.mutate import headline
+    assert result["switches"]["task_retries"]["status"] == "survived"
+    assert result["switches"]["task_retries"]["explained"] == SWITCHES["task_retries"].explained
+    assert result["survivors"] == ["task_retries"] and list(result["explained"]) == ["task_retries"]
+    assert (result["claimed_kill_rate"], result["killed"], result["claimed"]) == (0.5, 1, 2)
+    assert "survivors: task_retries (explained: docs/job.md)" in headline(result)
 
-    assert "survived and explained (docs/job.md): task_retries" in headline(result)
+
+def test_the_new_switches_give_the_job_their_off_settings():
+    from chaos.run import arm_config
+    from job.settings import from_args
+
+    for experiment, switch, field in (("hot-key-session-growth", "aggregate_state", "aggregate_state"),
+                                      ("key-rotation-state-leak", "aggregate_state", "aggregate_state"),
+                                      ("checkpoint-commit-budget", "stop_on_repeat", "stop_on_repeat"),
+                                      ("checkpoint-collision", "stop_on_takeover", "stop_on_takeover")):
+        assert getattr(settings_of(spec(experiment)), field) is True, field  # the hardened job has it on
+        mutated = mutant(spec(experiment), switch)
+        assert getattr(settings_of(mutated), field) is False, field
+        job = from_args(["--profile", "hardened", "--topic", "t", "--deployment", "d", "--progress-file", "p",
+                         *arm_config(mutated, "hardened").job_args()])
+        assert getattr(job, field) is False, field  # what the job's driver is started with
+    assert "aggregate_state" in spec("hot-key-session-growth").claims
+    assert "aggregate_state" in spec("key-rotation-state-leak").claims
+
+
+def test_with_aggregate_state_off_the_job_buffers_events_but_cuts_the_same_sessions():
+    from job.sessions import fold_session, run_aggregate, split_runs
+
+    events = [(0, 0), (1_000, 1), (9_000, 2), (9_500, 3), (12_500, 4), (21_000, 5)]  # gap 3 s, buckets of 10 s
+    runs = split_runs(list(reversed(events)), 3_000, 10_000)
+    assert runs == [[(0, 0), (1_000, 1)], [(9_000, 2), (9_500, 3)], [(12_500, 4)], [(21_000, 5)]]
+    state, closed = fold_session(None, events, 3_000, 10_000)
+    assert [run_aggregate(run) for run in runs] == closed + [state]  # the aggregates the hardened job emits
+    assert len(split_runs(events, 3_000, None)) == 3  # without a maximum length only the gaps cut
