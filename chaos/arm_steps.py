@@ -17,6 +17,7 @@ import json
 import random
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,7 +26,7 @@ from infra.stack import StackLike
 from job.settings import FACTORIES
 
 from .checks.logs import control_signatures
-from .checks.recovery import healthy_sample
+from .checks.recovery import Since, healthy_after
 from .checks.registry import holding_back
 from .faults.base import job_line
 from .history import HistoryWriter
@@ -143,6 +144,8 @@ class ArmContext:
                              log=str(process.log_path.relative_to(self.stack.run_dir)))
             self.watch.job_started()
             self.last_start = time.monotonic()
+            if self.sampler is not None:
+                self.sampler.driver_started()
 
     def _checkpoint_keys(self) -> list[str]:
         prefix = self.arm.checkpoint_prefix + "/"
@@ -403,7 +406,8 @@ class FaultSchedule:
 
 def recovered_since(ctx: ArmContext, since: float) -> bool:
     """After `since` (monotonic), the arm's recovery target's healthy samples in a row plus a margin of two, the
-    latest samples (so the checkers, judging the same history, see them too)."""
+    latest samples (so the checkers, judging the same history, see them too), by the checkers' rule: each shows a
+    batch that started after `since` (a killed driver's last batches are no evidence)."""
     target = ctx.spec.arm(ctx.profile).targets.recovery or DEFAULT_RECOVERY
     if ctx.sampler is None:
         return False
@@ -412,7 +416,9 @@ def recovered_since(ctx: ArmContext, since: float) -> bool:
     if len(after) < need + 1:
         return False
     window = after[-(need + 1):]
-    return all(healthy_sample(sample, previous, target.lag_below) for previous, sample in zip(window, window[1:]))
+    after_since = Since(datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - since))
+    return all(healthy_after(sample, previous, target.lag_below, after_since)
+               for previous, sample in zip(window, window[1:]))
 
 
 # -- the phase clock ---------------------------------------------------------------------------------------------

@@ -43,7 +43,11 @@ SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "s
 # plot. late_rows counts the input rows the job's stateful operator dropped behind its watermark so far (Spark's
 # numRowsDroppedByWatermark, summed over every batch the job reported): why events can be lost with no fault in the
 # job itself. Both recorded, not probe metrics.
-SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "late_rows", "alive")
+# batch_started and run_id are the last completed batch's start (Spark's progress `timestamp`: ISO 8601 UTC, from the
+# driver's clock on the harness's host) and its query run (`runId`, new at every start of the query): what shows that
+# a batch completed after a disruption, in the driver running then (chaos/checks/recovery.py). Histories written
+# before them have neither key.
+SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "late_rows", "batch_started", "run_id", "alive")
 RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "schedule", "error", "watch", "skipped",
                 "interrupted")
 

@@ -6,13 +6,16 @@ proxy), so a fault on a proxy changes what the job sees, not what the harness me
 
     input_rate        events the broker acknowledged per second over the sample window (from the producer)
     processed_rate    rows the job's batches read per second, over the last RATE_WINDOW_S (a batch every few
-                      seconds would make a one-second rate jump between 0 and bursts)
+                      seconds would make a one-second rate jump between 0 and bursts); only the current query run's
+                      batches: the window empties at every driver start and every new runId
     lag               records in the topic not yet read by the job's last completed batch
     batch_duration_ms the longest batch that completed in the window (null if none did)
     state_rows/bytes  of the last completed batch (rows; RocksDB SST bytes, else memory)
     state_sst_bytes   of the last completed batch: RocksDB SST bytes on disk only (0 before the first flush)
     checkpoint_bytes  every object under the checkpoint prefix, listed every few seconds
     batch_id          the last completed batch
+    batch_started     when the last completed batch started (Spark's progress `timestamp`, ISO 8601 UTC)
+    run_id            the query run of the last completed batch (Spark's `runId`, new at every start of the query)
     alive             process name -> running
 
 Log lines of the job processes are scanned as they are written; a line matching a signature pattern becomes a
@@ -150,12 +153,15 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: dict[str, Any] = {"batch_id": None, "state_rows": None, "state_bytes": None, "state_sst_bytes": None,
-                                      "end": None}
+                                      "end": None, "batch_started": None, "run_id": None}
         self._checkpoint_bytes: int | None = None
         self._checkpoint_at = 0.0
         self.last_sample: dict | None = None  # for live progress
         self.recent: deque[tuple[float, dict]] = deque(maxlen=30)  # (monotonic time, sample): the arm's own view
         self._completed: deque[tuple[float, int]] = deque()  # (monotonic time seen, rows) of recent batches
+        self._run_id: str | None = None  # the query run whose batches the rate window holds
+        self._ended_runs: set[str] = set()  # runs of drivers that have been replaced: never counted again
+        self._driver_started = threading.Event()  # set by the arm at a driver start: the window empties
         self._late_rows: int | None = None  # rows dropped behind the watermark, over every batch seen
         self._started = time.monotonic()
 
@@ -187,12 +193,44 @@ class Sampler:
                 self.history.error(f"probe failed: {type(exc).__name__}: {exc}")
             previous_t, previous_acked = now, acked
 
-    def _sample(self, elapsed: float, acked: int) -> None:
-        batches = [r["progress"] for r in self.progress.new() if r.get("event") == "progress"]
-        now = time.monotonic()
-        self._completed.append((now, sum(b.get("numInputRows", 0) for b in batches)))
+    def driver_started(self) -> None:
+        """A new driver: processed_rate counts none of the previous driver's batches (emptied at the next sample)."""
+        self._driver_started.set()
+
+    def _current_run(self, records: list[dict]) -> list[dict]:
+        """The progress in new progress lines; the rate window empties when a driver starts or the query starts
+        again (a new runId), so processed_rate counts only the current query run's batches: a killed driver's
+        batches are no progress of the new one."""
+        if self._driver_started.is_set():
+            self._driver_started.clear()
+            self._completed.clear()
+            if self._run_id is not None:
+                self._ended_runs.add(self._run_id)  # its last lines may still be unread
+        batches = []
+        for record in records:
+            event = record.get("event")
+            run = record.get("run_id") if event == "started" else \
+                record.get("progress", {}).get("runId") if event == "progress" else None
+            if run is not None and run != self._run_id and run not in self._ended_runs:
+                self._run_id = run
+                self._completed.clear()
+            if event == "progress":
+                batches.append(record["progress"])
+        return batches
+
+    def _window_rows(self, batches: list[dict], now: float) -> int:
+        """Rows the current query run's batches read over the last RATE_WINDOW_S, these `batches` included."""
+        self._completed.append((now, sum(b.get("numInputRows", 0) for b in batches
+                                         if b.get("runId", self._run_id) == self._run_id
+                                         and self._run_id not in self._ended_runs)))
         while self._completed and now - self._completed[0][0] > RATE_WINDOW_S:
             self._completed.popleft()
+        return sum(n for _, n in self._completed)
+
+    def _sample(self, elapsed: float, acked: int) -> None:
+        batches = self._current_run(self.progress.new())
+        now = time.monotonic()
+        rows = self._window_rows(batches, now)
         window = min(RATE_WINDOW_S, max(elapsed, now - self._started))
         durations = [b.get("durationMs", {}).get("triggerExecution") for b in batches]
         durations = [d for d in durations if d is not None]
@@ -203,6 +241,8 @@ class Sampler:
             last = batches[-1]
             operators = last.get("stateOperators", [])
             self._last["batch_id"] = last.get("batchId")
+            self._last["batch_started"] = last.get("timestamp")
+            self._last["run_id"] = last.get("runId")
             self._last["state_rows"] = sum(op.get("numRowsTotal", 0) for op in operators) if operators else None
             sst = sum(op.get("customMetrics", {}).get("rocksdbSstFileSize", 0) for op in operators)
             memory = sum(op.get("memoryUsedBytes", 0) for op in operators)
@@ -214,7 +254,7 @@ class Sampler:
         self.logs.scan()
         self.last_sample = self.history.sample(
             input_rate=round(acked / elapsed, 1) if elapsed > 0 else None,
-            processed_rate=round(sum(n for _, n in self._completed) / window, 1) if window > 0 else None,
+            processed_rate=round(rows / window, 1) if window > 0 else None,
             lag=self._lag(),
             batch_duration_ms=max(durations) if durations else None,
             state_rows=self._last["state_rows"],
@@ -223,6 +263,8 @@ class Sampler:
             late_rows=self._late_rows,
             checkpoint_bytes=self._checkpoint_size(),
             batch_id=self._last["batch_id"],
+            batch_started=self._last["batch_started"],
+            run_id=self._last["run_id"],
             alive=self.processes(),
         )
         self.recent.append((time.monotonic(), self.last_sample))

@@ -15,8 +15,9 @@ The modules, along the seams of what they judge:
     progress.py        progress        batch_id advances within every phase window; stuck from the first fault to
                                        the end: HANG
     recovery.py        recovery        seconds from each disruption (a heal, a restart of the driver) to the first
-                                       of `healthy_samples` consecutive samples with lag < lag_below and progress;
-                                       the worst of them, PASSED if <= within
+                                       of `healthy_samples` consecutive samples with lag < lag_below and progress
+                                       in a batch that started after it; the worst of them, PASSED if <= within;
+                                       one not recovered before the next fault fails (unless `grouped`)
                        max_lag         the largest lag of the inject and recover samples
                        still_healthy   the last `samples` samples of the recover phase: lag below the recovery
                                        bound (else 5 s of input), driver up, a batch completed (or nothing pending)

@@ -1,12 +1,15 @@
-"""recovery: seconds from each disruption (a heal, a restart of the driver) to the first of `healthy_samples`
-consecutive healthy samples (lag < lag_below and progress), the worst of them, vs `within`; max_lag: the largest lag
-of the inject and recover samples; still_healthy: the last samples of the recover phase all healthy (recovered, and
-stayed so to the end)."""
+"""recovery: seconds from each disruption (a heal, a restart of the driver or of a server, an executor lost, partition
+leaders moved) to the first of `healthy_samples` consecutive healthy samples (lag < lag_below and progress, shown by a
+batch that started after the disruption), the worst of them, vs `within`; no disruption is left out (one not
+recovered before the next fault fails, or with `grouped` is measured on to the healthy run after the next); max_lag:
+the largest lag of the inject and recover samples; still_healthy: the last samples of the recover phase all healthy
+(recovered, and stayed so to the end)."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Mapping, cast
+from datetime import datetime, timezone
+from typing import Mapping, Sequence, cast
 
 from ..spec import ExperimentSpec, Recovery
 from .base import CheckDef, ControlData, settle
@@ -17,18 +20,41 @@ from .timeline import Check, Timeline, at_time, metric, num, secs, time_of
 class RecoveryTime:
     seconds: float | None  # None: not recovered (or nothing to measure, see verdict)
     verdict: str  # PASSED/FAILED against the target, or NODATA
-    heal: Mapping[str, object] | None
+    heal: Mapping[str, object] | None  # the disruption measured from (a group's first)
     why: str
+    first_batch_s: float | None = None  # seconds from `heal` to the first sample showing a batch that started after
+    cut_at: float | None = None  # not recovered: when the next fault came (None: watched to the history's end)
+    last: Mapping[str, object] | None = None  # a group's last disruption (None: a disruption on its own)
+
+    @property
+    def summary(self) -> str:
+        """This disruption's two figures: to the first new batch, and to recovery."""
+        where = at_time(self.heal) if self.heal is not None else "?"
+        if self.last is not None:
+            where += f"-{time_of(self.last):.1f}s"
+        batch = f"first new batch {self.first_batch_s:g} s" if self.first_batch_s is not None else "no new batch"
+        if self.seconds is not None:
+            return f"{where}: {batch}, recovered {self.seconds:g} s"
+        if self.verdict == "NODATA":
+            return f"{where}: no data"
+        return f"{where}: {batch}, " + (f"not recovered before t={self.cut_at:.1f}s" if self.cut_at is not None
+                                        else "not recovered")
 
 
-# Faults whose effect is over as they act (a kill, a damaged file: the job restarts at once) or that only reshape the
-# workload: recovery is measured from the restarts they cause, and their windows do not hold other recoveries back.
+# Faults whose effect is over as they act (a kill, a damaged file, leadership moved) or that only reshape the
+# workload: recovery is measured from what they did to the job (the restarts they cause, an executor lost, leaders
+# moved), not from their heal, which does nothing for the job; their windows do not hold other recoveries back.
 MOMENTARY_FAULTS = ("process.kill", "broker.leader_move", "checkpoint.corrupt", "data.hot_key", "data.key_rotation")
+# ... of them, those that only reshape the workload: their heal (the workload back to normal) is the disruption.
+WORKLOAD_FAULTS = ("data.hot_key", "data.key_rotation")
+# Servers the harness restarts after a kill: the job can recover only once they are back.
+RESTARTED_SERVERS = ("job-driver", "broker", "minio")
 
 
 def _lasting_windows(tl: Timeline) -> list[tuple[float, float]]:
     """(injected, healed) of each fault whose effect lasts while it is injected (a proxy down, a toxic, a pause, an S3
-    rule, a second deployment); a window never healed runs to the end of the history."""
+    rule, a second deployment), and (killed, restarted) of each server a kill took down (the job cannot recover
+    until the harness has it back); a window never closed runs to the end of the history."""
     windows: list[tuple[float, float]] = []
     open_at: dict[tuple[object, object], float] = {}
     for record in tl.faults:
@@ -39,24 +65,49 @@ def _lasting_windows(tl: Timeline) -> list[tuple[float, float]]:
             open_at.setdefault(key, time_of(record))
         elif state == "healed" and key in open_at:
             windows.append((open_at.pop(key), time_of(record)))
+    for record in tl.jobs:
+        process = record.get("process")
+        if process in RESTARTED_SERVERS and process != "job-driver":
+            if record.get("event") == "exited" and record.get("cause"):
+                open_at.setdefault(("down", process), time_of(record))
+            elif record.get("event") == "restarted" and ("down", process) in open_at:
+                windows.append((open_at.pop(("down", process)), time_of(record)))
     windows += [(start, tl.end) for start in open_at.values()]
     return windows
 
 
+def _what_the_job_lost(record: Mapping[str, object]) -> bool:
+    """A job record of something a fault did that the job must recover from: a driver or a server restarted, an
+    executor killed (its worker relaunches it), partition leadership moved."""
+    event, process = record.get("event"), record.get("process")
+    return ((event == "restarted" and process in RESTARTED_SERVERS)
+            or (event == "exited" and process == "executor" and bool(record.get("cause")))
+            or event == "leaders_moved")
+
+
 def disruptions(tl: Timeline) -> list[Mapping[str, object]]:
-    """What recovery is measured from: every heal of a fault and every restart of the job's driver (after a kill, or on
-    a checkpoint just damaged, where the fault's heal does nothing for the job), when no lasting fault is still
+    """What recovery is measured from: every heal of a fault that lasts while injected (or only reshapes the
+    workload), and everything a momentary fault did to the job (a restart of its driver, after a kill or on a
+    checkpoint just damaged; a server restarted; an executor lost; leaders moved), when no lasting fault is still
     acting right after it (recovery under another fault's effect is measured from that fault's heal)."""
-    found = [f for f in tl.faults if f.get("state") == "healed"]
-    found += [j for j in tl.jobs if j.get("event") == "restarted" and j.get("process") == "job-driver"]
+    found = [f for f in tl.faults if f.get("state") == "healed"
+             and (f.get("name") not in MOMENTARY_FAULTS or f.get("name") in WORKLOAD_FAULTS)]
+    found += [j for j in tl.jobs if _what_the_job_lost(j)]
     windows = _lasting_windows(tl)
     return sorted((r for r in found if not any(start < time_of(r) < end for start, end in windows)), key=time_of)
 
 
 def _what(record: Mapping[str, object]) -> str:
     if record.get("type") == "job":
-        return f"the restart of the job ({'on a damaged checkpoint' if record.get('corrupted') else 'after it ended'}" \
-               f" at {at_time(record)})"
+        event, process = record.get("event"), record.get("process")
+        if process == "job-driver":
+            return f"the restart of the job ({'on a damaged checkpoint' if record.get('corrupted') else 'after it ended'}" \
+                   f" at {at_time(record)})"
+        if event == "restarted":
+            return f"the restart of {process} at {at_time(record)}"
+        if event == "leaders_moved":
+            return f"the move of partition leaders at {at_time(record)}"
+        return f"the loss of an executor at {at_time(record)}"
     return f"the heal of {record.get('name')} on {record.get('target')} at {at_time(record)}"
 
 
@@ -65,39 +116,116 @@ def _lag_text(target: Recovery) -> str:
     return f"{num(target.lag_below)}" + (f" ({num(seconds)} s of input)" if seconds else "")
 
 
-def _recovery_after(tl: Timeline, target: Recovery, start: Mapping[str, object], until: float | None
-                    ) -> RecoveryTime:
-    """Recovery from one disruption: the first `healthy_samples` healthy samples in a row after it (and, when
-    another disruption follows at `until`, starting before that)."""
-    t_start = time_of(start)
-    after = [i for i, s in enumerate(tl.samples) if time_of(s) > t_start and (until is None or time_of(s) <= until)]
-    if not after:
-        return RecoveryTime(None, "NODATA", start, f"no sample after {_what(start)}")
-    if all(metric(tl.samples[i], "lag") is None for i in after):
-        return RecoveryTime(None, "NODATA", start, f"lag was not measured after {_what(start)}")
+def instant(value: object) -> datetime | None:
+    """An ISO 8601 time (a record's `wall`, Spark's progress `timestamp`) as an aware datetime; None if it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Since:
+    """What shows a batch completed after a disruption. A sample's last completed batch started after `wall` (its
+    `batch_started`: that batch ran in the driver running then, and the lag is measured against its offsets); in a
+    sample without `batch_started` (a history written before it was recorded), its batch id passed `batch_id`."""
+
+    wall: datetime | None
+    batch_id: float | None = None
+
+    def new_batch(self, sample: Mapping[str, object]) -> bool:
+        started = instant(sample.get("batch_started"))
+        if started is not None:
+            return self.wall is not None and started > self.wall
+        batch = metric(sample, "batch_id")
+        return batch is not None and (self.batch_id is None or batch > self.batch_id)
+
+
+def since_record(tl: Timeline, record: Mapping[str, object]) -> Since:
+    """Since a disruption in the history. Without `batch_started` (older histories) the batch id must pass the
+    highest one sampled up to the first sample after the disruption: that sample may show a batch that completed
+    just before it (the samples are a second apart), so only a later batch is surely new."""
+    t = time_of(record)
+    first_after = next((i for i, s in enumerate(tl.samples) if time_of(s) > t), len(tl.samples))
+    seen = [b for s in tl.samples[:first_after + 1] if (b := metric(s, "batch_id")) is not None]
+    return Since(instant(record.get("wall")), max(seen) if seen else None)
+
+
+def healthy_after(sample: Mapping[str, object], previous: Mapping[str, object] | None, lag_below: float,
+                  since: Since) -> bool:
+    """One healthy sample after a disruption: lag under the bound and progress (healthy_sample), in a batch that
+    started after the disruption (a killed driver's last batches and offsets are no evidence of the new one)."""
+    return since.new_batch(sample) and healthy_sample(sample, previous, lag_below)
+
+
+def healthy_run(samples: Sequence[Mapping[str, object]], previous: Mapping[str, object] | None, target: Recovery,
+                since: Since) -> int | None:
+    """The index in `samples` of the first of `target.healthy_samples` healthy samples in a row (healthy_after),
+    `previous` being the sample before the first; None if there is no such run."""
     run = 0
-    for i in after:
-        previous = tl.samples[i - 1] if i > 0 else None
-        if healthy_sample(tl.samples[i], previous, target.lag_below):
-            run += 1
-            if run == target.healthy_samples:
-                first = tl.samples[i - target.healthy_samples + 1]
-                seconds = round(time_of(first) - t_start, 1)
-                return RecoveryTime(seconds, "PASSED" if seconds <= target.within else "FAILED", start,
-                                    f"lag below {_lag_text(target)} with progress for {target.healthy_samples} "
-                                    f"samples from {seconds:.1f} s after {_what(start)}")
-        else:
-            run = 0
-    last_lag = next((metric(tl.samples[i], "lag") for i in reversed(after)
-                     if metric(tl.samples[i], "lag") is not None), None)
+    for i, sample in enumerate(samples):
+        before = samples[i - 1] if i > 0 else previous
+        run = run + 1 if healthy_after(sample, before, target.lag_below, since) else 0
+        if run == target.healthy_samples:
+            return i - run + 1
+    return None
+
+
+def _under_faults(windows: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of [start, end] during which a lasting fault was in place (overlapping windows counted once)."""
+    covered, reach = 0.0, start
+    for a, b in sorted(windows):
+        a, b = max(a, reach), min(b, end)
+        if b > a:
+            covered += b - a
+            reach = b
+    return covered
+
+
+def _recovery_after(tl: Timeline, target: Recovery, start: Mapping[str, object], until: float | None,
+                    first: Mapping[str, object], windows: Sequence[tuple[float, float]]) -> RecoveryTime:
+    """Recovery from one disruption (`start`): the first `healthy_samples` healthy samples in a row after it (and,
+    when another fault follows at `until`, before that); measured from `first` (`start`, or its group's first
+    disruption), less the time a lasting fault was in place between them."""
+    t_start, t_first = time_of(start), time_of(first)
+    grouped = first is not start
+    last = start if grouped else None
+    after = [i for i, s in enumerate(tl.samples) if time_of(s) > t_start and (until is None or time_of(s) <= until)]
+
+    def elapsed(t: float) -> float:
+        return round(t - t_first - _under_faults(windows, t_first, t), 1)
+
+    what = _what(start) + (f", the last of a group from {_what(first)}" if grouped else "")
+    counted = f" (not counting {_under_faults(windows, t_first, t_start):.1f} s under faults)" \
+        if grouped and _under_faults(windows, t_first, t_start) > 0 else ""
+    if not after:
+        return RecoveryTime(None, "NODATA", first, f"no sample after {what}", last=last)
+    if all(metric(tl.samples[i], "lag") is None for i in after):
+        return RecoveryTime(None, "NODATA", first, f"lag was not measured after {what}", last=last)
+    since = since_record(tl, start)
+    samples = [tl.samples[i] for i in after]
+    new = next((s for s in samples if since.new_batch(s)), None)
+    first_batch = elapsed(time_of(new)) if new is not None else None
+    batch_text = (f"the first batch that started after it completed {first_batch:.1f} s after" if new is not None
+                  else "no batch that started after it completed")
+    index = healthy_run(samples, tl.samples[after[0] - 1] if after[0] > 0 else None, target, since)
+    if index is not None:
+        seconds = elapsed(time_of(samples[index]))
+        return RecoveryTime(seconds, "PASSED" if seconds <= target.within else "FAILED", first,
+                            f"lag below {_lag_text(target)} with progress in new batches for {target.healthy_samples} "
+                            f"samples from {seconds:.1f} s after {what}{counted} ({batch_text})", first_batch,
+                            last=last)
+    last_lag = next((metric(s, "lag") for s in reversed(samples) if metric(s, "lag") is not None), None)
     window = (until if until is not None else tl.end) - t_start
-    if until is not None and window <= target.within + target.healthy_samples:
-        # Something new hit the job before this one's bound ran out: recovery is measured from its own disruption.
-        return RecoveryTime(None, "SUPERSEDED", start, f"the next fault came {window:.1f} s after {_what(start)}")
-    return RecoveryTime(None, "FAILED", start,
-                        f"never {target.healthy_samples} healthy samples in a row (lag below {_lag_text(target)} "
-                        f"with progress) in the {window:.1f} s after {_what(start)}"
-                        + (" (before the next fault)" if until is not None else "") + f"; last lag {last_lag}")
+    before = f" before the next fault at t={until:.1f}s" if until is not None else ""
+    return RecoveryTime(None, "FAILED", first,
+                        f"not recovered{before}: never {target.healthy_samples} healthy samples in a row (lag below "
+                        f"{_lag_text(target)} with progress in new batches) in the {window:.1f} s after {what}"
+                        f" ({batch_text}); last lag {last_lag}",
+                        first_batch, cut_at=until, last=last)
 
 
 def _interruptions(tl: Timeline) -> list[float]:
@@ -106,30 +234,42 @@ def _interruptions(tl: Timeline) -> list[float]:
     times = [time_of(f) for f in tl.faults
              if f.get("state") == "injecting" and not str(f.get("name")).startswith("data.")]
     # An exit with a cause was done to it (a kill, a stop to damage its checkpoint); the arm's final stop has none.
-    times += [time_of(j) for j in tl.jobs if j.get("event") == "exited" and j.get("process") == "job-driver"
-              and j.get("cause")]
+    times += [time_of(j) for j in tl.jobs if j.get("event") == "exited" and j.get("cause")]
     return sorted(times)
 
 
 def measure_recoveries(tl: Timeline, target: Recovery) -> list[RecoveryTime]:
-    """Recovery from each disruption in turn (`disruptions`), each watched until the next thing hits the job."""
+    """Recovery from each disruption in turn (`disruptions`), each watched until the next thing hits the job. None
+    is left out: one not recovered before the next hit FAILS, unless the target is `grouped` (the spec says its
+    faults come faster than a recovery): then it is carried, and the group is measured from its first disruption
+    to the healthy run after its last."""
     hits = _interruptions(tl)
-    return [_recovery_after(tl, target, record, next((t for t in hits if t > time_of(record)), None))
-            for record in disruptions(tl)]
+    windows = _lasting_windows(tl)
+    results: list[RecoveryTime] = []
+    first: Mapping[str, object] | None = None  # a group's first disruption, while it is carried
+    for record in disruptions(tl):
+        until = next((t for t in hits if t > time_of(record)), None)
+        result = _recovery_after(tl, target, record, until, first or record, windows)
+        if target.grouped and result.verdict == "FAILED" and result.seconds is None and until is not None:
+            first = first or record
+            continue
+        results.append(result)
+        first = None
+    return results
 
 
 def measure_recovery(tl: Timeline, target: Recovery) -> RecoveryTime:
-    """The arm's recovery: the worst over its disruptions (every heal, every restart of the driver). Seconds (rounded
-    to 0.1) from a disruption to the first of `healthy_samples` consecutive healthy samples: lag < lag_below and
-    progress since the previous sample (batch_id advanced, or processed_rate > 0); a sample with lag unmeasured is
-    not healthy. A disruption followed by another before its bound ran out is judged from the later one; the last
-    one must be recovered from."""
+    """The arm's recovery: the worst over its disruptions (every heal, every restart, measure_recoveries). Seconds
+    (rounded to 0.1) from a disruption to the first of `healthy_samples` consecutive healthy samples: lag < lag_below,
+    progress since the previous sample (batch_id advanced, or processed_rate > 0), and a last completed batch that
+    started after the disruption; a sample with lag unmeasured is not healthy. So a recovery is never shorter than
+    the time to the first batch that started after it."""
     if not disruptions(tl):
         injected = tl.first_injection()
         why = (f"{injected.get('name')} on {injected.get('target')} was injected but never healed"
                if injected is not None else "no fault was injected")
         return RecoveryTime(None, "NODATA", None, f"no healed fault record: {why}")
-    results = [r for r in measure_recoveries(tl, target) if r.verdict != "SUPERSEDED"]
+    results = measure_recoveries(tl, target)
     failed = [r for r in results if r.verdict == "FAILED"]
     if failed:
         unrecovered = [r for r in failed if r.seconds is None]
@@ -137,18 +277,17 @@ def measure_recovery(tl: Timeline, target: Recovery) -> RecoveryTime:
     else:
         measured = [r for r in results if r.seconds is not None]
         if not measured:
-            return results[-1] if results else RecoveryTime(None, "NODATA", None, "every disruption was followed by "
-                                                            "another fault before its bound ran out")
+            return results[-1]
         worst_one = max(measured, key=lambda r: r.seconds or 0.0)
     if len(results) > 1:
-        seconds = [f"{r.seconds:g}" for r in results if r.seconds is not None]
-        worst_one = dataclasses.replace(worst_one, why=f"{worst_one.why} (the slowest of {len(results)} "
-                                                        f"disruptions: {', '.join(seconds) or 'none measured'} s)")
+        worst_one = dataclasses.replace(worst_one, why=f"{worst_one.why}; the worst of {len(results)} disruptions: "
+                                                        + "; ".join(r.summary for r in results))
     return worst_one
 
 
 def healthy_sample(sample: Mapping[str, object], previous: Mapping[str, object] | None, lag_below: float) -> bool:
-    """Lag under the bound and progress (the batch id advanced, or rows were processed): one healthy sample."""
+    """Lag under the bound and progress (the batch id advanced, or rows were processed): one healthy sample, by its
+    own figures. After a disruption a sample must also show a new batch (healthy_after)."""
     lag = metric(sample, "lag")
     if lag is None or lag >= lag_below:
         return False
@@ -181,7 +320,7 @@ def control_recovery(data: ControlData, target: Recovery) -> Check:
         return settle(check, data, pass_unless=data.not_done(), fail_unless=data.not_done())
     result = measure_recovery(data.tl, target)
     fail_unless = None
-    if check.verdict == "FAILED" and result.seconds is None and result.heal is not None:
+    if check.verdict == "FAILED" and result.seconds is None and result.heal is not None and result.cut_at is None:
         # Not recovered: final only if the control was watched long enough after the last heal that a recovery
         # within the bound would have been seen (healthy_samples samples after heal + within).
         bound = time_of(result.heal) + target.within

@@ -393,7 +393,8 @@ def _targets(raw: object, path: Path_, probes: tuple[Probe, ...], phases: Phases
 
 
 def _recovery(raw: object, path: Path_, phases: Phases) -> Recovery:
-    section = mapping_of(raw, path, ("within", "healthy_samples", "lag_below"), required=("within", "lag_below"))
+    section = mapping_of(raw, path, ("within", "healthy_samples", "lag_below", "grouped"),
+                         required=("within", "lag_below"))
     within = duration_field(section["within"], path + ("within",), positive=True)
     if within > phases.recover + EPSILON:
         raise Invalid(path + ("within",), f"{fmt_seconds(within)} is longer than the recover phase "
@@ -407,7 +408,8 @@ def _recovery(raw: object, path: Path_, phases: Phases) -> Recovery:
         lag, lag_s = number(raw_lag, path + ("lag_below",), above=0), None
     return Recovery(within=within,
                     healthy_samples=integer(section.get("healthy_samples", 3), path + ("healthy_samples",), minimum=1),
-                    lag_below=lag, lag_below_s=lag_s)
+                    lag_below=lag, lag_below_s=lag_s,
+                    grouped=boolean(section["grouped"], path + ("grouped",)) if "grouped" in section else False)
 
 
 def _with_rate(arm: Arm, rate: float) -> Arm:

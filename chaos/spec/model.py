@@ -115,6 +115,10 @@ class Recovery:
     healthy_samples: int  # consecutive healthy samples that make health
     lag_below: float  # a healthy sample has lag below this (records) and progress
     lag_below_s: float | None = None  # when the spec gave it as seconds of input (lag_below = seconds x rate)
+    # Disruptions that come faster than a recovery are measured as a group: one not recovered before the next fault
+    # is carried to the healthy run after the next (from the group's first disruption, not counting time a fault is
+    # in place); without it such a disruption FAILS.
+    grouped: bool = False
 
 
 @dataclass(frozen=True)
@@ -327,7 +331,7 @@ def _targets_from_plain(d: Mapping) -> Targets:
     recovery, state, logs = d["recovery"], d["state"], d["logs"]
     return Targets(
         progress=d["progress"],
-        recovery=None if recovery is None else Recovery(**_known(recovery, Recovery, optional=("lag_below_s",))),
+        recovery=None if recovery is None else Recovery(**_known(recovery, Recovery, optional=("lag_below_s", "grouped"))),
         max_lag=d["max_lag"], lost=d["lost"], duplicated=d["duplicated"],
         state=None if state is None else StateTarget(**{**_known(state, StateTarget, optional=("bytes_threshold", "bytes_per_event")),
                                                         "during": tuple(state["during"])}),

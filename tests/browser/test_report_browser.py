@@ -163,7 +163,7 @@ def red_pixels(png: bytes) -> int:
 
 
 def test_failures_come_first_and_not_recovered_is_red(browser, runs, tmp_path):
-    """Issue 18: on a stored run with failures (run 13866: three arms failed, two never recovered), the failures
+    """Issue 18: on a stored run with failures (run 13866: three arms failed, none recovered: issue 36), the failures
     block is the first thing under the banner, visible without scrolling, and "not recovered" is drawn in red,
     unlike "–" (not applicable). Screenshots of the first screen and of both elements go to pytest's tmp dir."""
     from selenium.webdriver.common.by import By
@@ -191,7 +191,7 @@ def test_failures_come_first_and_not_recovered_is_red(browser, runs, tmp_path):
     assert not folded[0].find_elements(By.CSS_SELECTOR, "div.check")[0].is_displayed()
 
     cells = browser.find_elements(By.CSS_SELECTOR, "table.summary td.not-recovered")
-    assert [c.text for c in cells] == ["not recovered", "not recovered"]
+    assert [c.text for c in cells] == ["not recovered", "not recovered", "not recovered"]
     for cell in cells:
         assert cell.value_of_css_property("color") in ("rgba(207, 34, 46, 1)", "rgb(207, 34, 46)")
         assert cell.value_of_css_property("font-weight") in ("700", "bold")

@@ -15,10 +15,11 @@ from chaos.checks.judge import judge_arm, judge_run
 from chaos.checks.registry import CHECKS, holding_back, registered
 from chaos.run import ends_early
 from chaos.spec import TARGET_PARAMS, ExperimentSpec, Targets, load_experiment
+from tests.unit.fixture_runs import passed_copy
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
-PASSING_RUN = FIXTURES / "20261123T085731-smoke-464"  # every arm PASSED
-ARM = PASSING_RUN / "kafka-broker-disconnect"
+PASSING_RUN = FIXTURES / "20261123T085731-smoke-464"  # FAILED since issue 36: passed_copy makes it pass
+ARM = PASSING_RUN / "slow-s3-put"  # its hardened arm PASSED
 
 
 def _boom(_arm, _target):
@@ -103,8 +104,7 @@ def test_a_control_judge_that_raises_is_unknown_in_the_discrimination(tmp_path):
 
 def test_chaos_check_still_writes_results_when_a_check_raises(tmp_path, capsys):
     """End to end, offline: `chaos check` on a copy of a stored run, with a check that raises on every arm."""
-    run = tmp_path / "run"
-    shutil.copytree(PASSING_RUN, run)
+    run = passed_copy(shutil.copytree(PASSING_RUN, tmp_path / "run"))
     (run / "results.json").unlink()
     with registered(CheckDef("exploding", None, _boom)):
         code = cli.main(["check", str(run)])

@@ -22,6 +22,7 @@ from chaos.report import load_run, render_report, write_junit
 from chaos.spec import ExperimentSpec, load_experiment, load_suite
 from chaos.workload import Event
 from tests.unit.check_lists import assert_checks
+from tests.unit.fixture_runs import passed_copy
 from tests.unit.test_checkers import (Story, _log, clean_oracle, dead_after_fault, healthy, recovering,
                                       write_history)
 
@@ -98,7 +99,7 @@ def test_a_control_that_fails_a_hardened_target_discriminates_and_names_the_chec
     assert [(f["name"], f["verdict"]) for f in result["failed"]] == [("progress", "HANG"), ("recovery", "FAILED"),
                                                                      ("lost", "FAILED")]
     assert result["message"].startswith("a job without the hardening: HANG on progress (batch_id stayed at 24 ")
-    assert "; FAILED on recovery (never 3 healthy samples in a row" in result["message"]
+    assert "; FAILED on recovery (not recovered: never 3 healthy samples in a row" in result["message"]
     assert "; FAILED on lost (3 acknowledged events lost" in result["message"]
     assert verdicts(result)["duplicated"] == "PASSED"
 
@@ -455,19 +456,24 @@ def test_chaos_check_writes_the_discrimination_of_the_stored_runs(runs):
                                                "recovery": ("PASSED", "28.5s"), "lost": ("PASSED", "0"),
                                                "duplicated": ("PASSED", "0")}, "verdict,measured")
 
-    assert cli.check(runs / RUN_B) == 0
+    assert cli.check(runs / RUN_B) == 1  # FAILED since issue 36 (tests/fixtures/runs/README.md)
     b = discriminations(runs / RUN_B)
+    # In this run's specs a heal is followed by the next fault 1.2 s (kafka) and 2.0 s (driver-latency) later, and no
+    # recovery is `grouped`: the controls fail recovery on the schedule alone, as the hardened arms do.
     assert {name: d["status"] for name, d in b.items()} == {
-        "kafka-broker-disconnect": "not_discriminating", "slow-s3-put": "not_run",
-        "driver-latency": "not_discriminating", "process-crash": "not_run"}
-    assert_checks(b["kafka-broker-disconnect"]["checks"], {
-        "progress": "steady: +2, inject: +3, recover: +5", "recovery": "5.1s", "lost": "0", "duplicated": "0",
+        "kafka-broker-disconnect": "discriminating", "slow-s3-put": "not_run",
+        "driver-latency": "discriminating", "process-crash": "not_run"}
+    assert failed_on(b["kafka-broker-disconnect"]) == failed_on(b["driver-latency"]) == ["recovery"]
+    # With the group declared, as experiments/*.yaml now do (tests/unit/fixture_runs.py), they do not discriminate
+    grouped = discriminations(passed_copy(runs / RUN_B))
+    assert_checks(grouped["kafka-broker-disconnect"]["checks"], {
+        "progress": "steady: +2, inject: +3, recover: +5", "recovery": "6.3s", "lost": "0", "duplicated": "0",
         "probe:processed_rate": "1/7 outside (14%)"}, "measured")
-    assert {c["name"]: c["measured"] for c in b["driver-latency"]["checks"]}["recovery"] == "7.3s"
+    assert {c["name"]: c["measured"] for c in grouped["driver-latency"]["checks"]}["recovery"] == "9.3s"
     # Its control completed one batch in 5 s in the steady phase, but that batch took 4.6 s: the naive list state is
     # slow on two cores, not stuck, so it passes the steady rule (busy, not idle). The experiment is waived in the
     # suites.
-    assert failed_on(b["driver-latency"]) == []
+    assert failed_on(grouped["driver-latency"]) == failed_on(grouped["kafka-broker-disconnect"]) == []
 
 
 def _require(run_dir: Path, waive: str | None = None) -> None:
@@ -481,17 +487,17 @@ def _require(run_dir: Path, waive: str | None = None) -> None:
 
 
 def test_a_stored_run_judged_as_a_nightly_fails_on_its_non_discriminating_experiments(runs, capsys):
+    passed_copy(runs / RUN_B)  # run B made to pass (tests/unit/fixture_runs.py)
     _require(runs / RUN_B)
     assert cli.check(runs / RUN_B) == 1  # every arm PASSED; two experiments do not discriminate
     results = json.loads((runs / RUN_B / "results.json").read_text())
     assert results["verdict"] == "FAILED"
     assert {e["name"]: e["verdict"] for e in results["experiments"]} == {
-        "kafka-broker-disconnect": "FAILED", "slow-s3-put": "PASSED", "driver-latency": "FAILED",
-        "process-crash": "PASSED"}
+        "kafka-broker-disconnect": "FAILED", "slow-s3-put": "PASSED", "driver-latency": "FAILED"}
     out = capsys.readouterr().out
     assert "NOT DISCRIMINATING  kafka-broker-disconnect: a job without the hardening passes every hardened target " \
            "(required by this suite: FAILED)" in out
-    assert "discrimination (the control judged by the hardened targets): 2 not discriminating, 2 not run" in out
+    assert "discrimination (the control judged by the hardened targets): 2 not discriminating, 1 not run" in out
 
     _require(runs / RUN_B, waive="driver-latency")
     cli.check(runs / RUN_B)

@@ -17,8 +17,9 @@ from chaos.commands.runs import check
 from chaos.history import HistoryWriter, read_history
 from chaos.spec import load_stored
 from chaos.verdicts import DISPLAY_ORDER, EXIT, SKIPPED, VERDICTS, exit_code, worst
+from tests.unit.fixture_runs import passed_copy
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "20261123T085731-smoke-464"  # every arm PASSED
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "20261123T085731-smoke-464"  # passed_copy: PASSED
 REASON = "process.kill on broker: the target has no hook for broker (docs/targets.md)"
 
 
@@ -60,6 +61,7 @@ def test_an_arm_with_a_skipped_record_is_skipped_with_its_reason(tmp_path):
 def skipped_run(tmp_path) -> Path:
     run_dir = tmp_path / FIXTURE.name
     shutil.copytree(FIXTURE, run_dir)
+    passed_copy(run_dir, keep=("process-crash",))  # its arm is skipped below
     _skip(run_dir / "process-crash" / "hardened")
     _skip(run_dir / "kafka-broker-disconnect" / "naive", "network.down on kafka: the target has no kafka proxy")
     return run_dir

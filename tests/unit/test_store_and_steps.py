@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from chaos.arm_steps import FaultSchedule, PhaseClock
+from chaos.arm_steps import FaultSchedule, PhaseClock, recovered_since
+from chaos.probes import Sampler
+from chaos.spec.model import Recovery
 from chaos.store import RunRecord, RunStore, new_run_dir
 
 
@@ -211,3 +215,46 @@ def test_under_a_compact_schedule_a_timed_fault_that_is_spent_heals_before_its_w
     for schedule_kind, expect_s in (("compact", 0.3), ("fixed", 1.5)):
         calls, took = _timed_fault_run(schedule_kind)
         assert calls == ["inject", "heal"] and expect_s <= took < expect_s + 0.8, (schedule_kind, took)
+
+
+# -- recovery seen while the arm runs (issue 36) -----------------------------------------------------------------
+def _recent(since: float, started_before: float | None) -> SimpleNamespace:
+    """A context whose sampler's recent samples, taken after `since` (monotonic), look healthy by their own
+    figures; their last batch started `started_before` seconds before `since` (None: after it)."""
+    wall_since = datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - since)
+    samples = []
+    for n in range(6):
+        started = wall_since + timedelta(seconds=0.5 + n if started_before is None else -started_before)
+        samples.append((since + 1 + n, {"lag": 10, "batch_id": 100 if started_before is not None else 100 + n,
+                                        "processed_rate": 50.0, "batch_started": started.isoformat()}))
+    target = Recovery(within=30.0, healthy_samples=3, lag_below=1000)
+    spec = SimpleNamespace(arm=lambda profile: SimpleNamespace(targets=SimpleNamespace(recovery=target)))
+    return SimpleNamespace(spec=spec, profile="hardened", sampler=SimpleNamespace(recent=samples))
+
+
+def test_the_harness_sees_recovery_only_in_batches_that_started_after_the_disruption():
+    """The compact schedule's next window and the recover phase's early end wait for the checkers' evidence: a
+    restarted driver whose samples still show the killed one's last batch (and its rows, and its offsets) has not
+    recovered."""
+    since = time.monotonic() - 10
+    assert recovered_since(_recent(since, started_before=None), since)  # type: ignore[arg-type]
+    assert not recovered_since(_recent(since, started_before=2.0), since)  # type: ignore[arg-type]
+
+
+def _progress(run: str, batch: int, rows: int) -> dict:
+    return {"event": "progress", "progress": {"runId": run, "batchId": batch, "numInputRows": rows,
+                                              "timestamp": "2026-11-20T00:00:00.000Z"}}
+
+
+def test_processed_rate_counts_only_the_current_driver_s_batches():
+    """The rate window empties at a driver start, and when the query starts again (a new runId): a killed driver's
+    batches, even those read after its successor started, are no progress of the new one."""
+    sampler = Sampler(None, "t", "", None, "b", "p", Path("progress.jsonl"), dict, lambda: 0, None)  # type: ignore[arg-type]
+    assert sampler._window_rows(sampler._current_run([{"event": "started", "run_id": "a"}, _progress("a", 0, 500)]),
+                                100.0) == 500
+    sampler.driver_started()
+    assert sampler._window_rows(sampler._current_run([_progress("a", 1, 400)]), 101.0) == 0  # read late
+    assert sampler._window_rows(sampler._current_run([{"event": "started", "run_id": "b"}, _progress("b", 2, 300)]),
+                                102.0) == 300
+    assert sampler._window_rows(sampler._current_run([{"event": "started", "run_id": "c"}]), 103.0) == 0
+    assert sampler._window_rows(sampler._current_run([_progress("c", 3, 200)]), 104.0) == 200
