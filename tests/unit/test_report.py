@@ -248,7 +248,8 @@ def test_a_passed_run_is_green_and_a_control_that_survived_too_says_so(tmp_path)
     assert '<td class="num">9.3 s</td>' in row
     assert ('<span class="small">control survived too: Spark has no checkpoint acknowledgement that can time out: a '
             "slow or paused driver delays every batch") in row
-    assert "did not" not in row and 'class="err"' not in row
+    # "did not" of a failure message; the exits check's expectation says "did not cause" on every arm
+    assert "did not" not in row.replace("no exit the harness did not cause", "") and 'class="err"' not in row
     kafka = rows[("kafka-broker-disconnect", "naive")]
     assert "control reproduced: <code>25 lines like …clientId=adminclient-1] Connection to node 1" in kafka
     assert "expected matched 1/1 (25 lines)" in kafka
