@@ -498,6 +498,53 @@ def test_logs_of_a_job_that_never_started_are_nodata(tmp_path):
     assert check_logs(timeline(records), Logs(("boom",), ())).verdict == "NODATA"
 
 
+def test_a_log_never_read_is_nodata_not_a_pass(story):
+    """The scanner skips a log that is not there: a check with only forbidden lines once passed on no line read."""
+    watch = (0.1, "watch", (["bad"],), {})
+    never_read = timeline(story(extra=[watch]))
+    check = check_logs(never_read, Logs((), ("bad",)))
+    assert (check.verdict, check.measured) == ("NODATA", "forbidden matched 0/1; 1 job log(s) never read")
+    assert check.message.startswith("the log of a started driver was never read (logs/job-1.log)")
+    assert check_logs(never_read, Logs(("boom",), ())).verdict == "NODATA"  # the expected line could be in it
+    read = timeline(story(extra=[watch, (0.6, "log_read", ("logs/job-1.log",), {})]))
+    assert check_logs(read, Logs((), ("bad",))).verdict == "PASSED"
+    # the second driver's log, never read: a forbidden line could be in it
+    restarted = timeline(story(extra=[watch, (0.6, "log_read", ("logs/job-1.log",), {}),
+                                      (30, "job", ("started", "job-driver"), {"pid": 2, "log": "logs/job-2.log"})]))
+    assert check_logs(restarted, Logs((), ("bad",))).verdict == "NODATA"
+    # every expected line matched and nothing is forbidden: what was read suffices
+    seen = timeline(story(extra=[watch, _log(30, "boom", "ERROR boom"),
+                                 (30, "job", ("started", "job-driver"), {"pid": 2, "log": "logs/job-2.log"})]))
+    assert check_logs(seen, Logs(("boom",), ())).verdict == "PASSED"
+    # a forbidden line seen stays seen, read or not
+    assert check_logs(timeline(story(extra=[watch, _log(30, "bad", "bad news")])), Logs((), ("bad",))).verdict == \
+        "FAILED"
+
+
+def test_a_history_from_before_reads_were_recorded_keeps_its_judgement(story):
+    """No watch record with records_reads (the stored fixture runs): every started log is taken as read, as then."""
+    assert check_logs(timeline(story()), Logs((), ("bad",))).verdict == "PASSED"
+    old_watch = {"t": 0.1, "wall": "2026-11-20T00:00:00.100+00:00", "type": "watch", "patterns": ["bad"]}
+    assert check_logs(timeline([old_watch, *story()]), Logs((), ("bad",))).verdict == "PASSED"
+
+
+def test_the_scanner_records_each_log_it_reads_once(tmp_path):
+    from chaos.probes import LogScanner
+
+    (tmp_path / "logs").mkdir()
+    with HistoryWriter(tmp_path / "h.jsonl") as history:
+        history.watch(["bad"])
+        scanner = LogScanner(["bad"], history, tmp_path)
+        scanner.watch(tmp_path / "logs" / "job-1.log")
+        scanner.watch(tmp_path / "logs" / "job-2.log")
+        scanner.scan()  # neither exists yet: nothing read
+        (tmp_path / "logs" / "job-1.log").write_text("fine\n")
+        scanner.scan()
+        scanner.scan()
+    watches = [r for r in read_history(tmp_path / "h.jsonl") if r["type"] == "watch"]
+    assert [w.get("read") for w in watches] == [None, "logs/job-1.log"] and watches[0]["records_reads"] is True
+
+
 # -- lineage -----------------------------------------------------------------------------------------------------
 def lineage(**changes) -> dict:
     base = {"metadata": True, "offsets": [3, 4, 5, 6], "commits": [3, 4, 5],
