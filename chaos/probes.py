@@ -106,7 +106,7 @@ class LogScanner:
                         self.seen[key] += 1
                         self._last[key] = (lineno, text[:1000])
                         if self.seen[key] <= MATCHES_PER_SOURCE:  # enough to show it; a loop logs thousands
-                            self.history.log(pattern, source, lineno, text[:1000], count=self.seen[key])
+                            self.history.log(pattern, key[1], lineno, text[:1000], count=self.seen[key])
                             self.recorded[key] = self.seen[key]
             self.files[path] = (offset + end, lineno)
 

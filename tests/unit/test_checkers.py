@@ -538,11 +538,14 @@ def test_the_scanner_records_each_log_it_reads_once(tmp_path):
         scanner.watch(tmp_path / "logs" / "job-1.log")
         scanner.watch(tmp_path / "logs" / "job-2.log")
         scanner.scan()  # neither exists yet: nothing read
-        (tmp_path / "logs" / "job-1.log").write_text("fine\n")
+        (tmp_path / "logs" / "job-1.log").write_text("fine\nbad news\n")
         scanner.scan()
         scanner.scan()
-    watches = [r for r in read_history(tmp_path / "h.jsonl") if r["type"] == "watch"]
+    records = read_history(tmp_path / "h.jsonl")
+    watches = [r for r in records if r["type"] == "watch"]
     assert [w.get("read") for w in watches] == [None, "logs/job-1.log"] and watches[0]["records_reads"] is True
+    [line] = [r for r in records if r["type"] == "log"]
+    assert (line["signature"], line["source"], line["line"], line["text"]) == ("bad", "logs/job-1.log", 2, "bad news")
 
 
 # -- lineage -----------------------------------------------------------------------------------------------------
@@ -580,6 +583,22 @@ def test_a_loadable_lineage_passes(changes):
 def test_the_first_broken_lineage_rule_is_named(changes, rule):
     check = check_lineage(lineage(**changes))
     assert (check.verdict, check.message) == ("FAILED", rule)
+
+
+def test_lineage_by_content_names_what_the_readers_found_and_says_when_they_did_not_run():
+    read = {"files_read": 9, "problems": [], "readers": "4 SSTs and changelogs read whole (RocksDB, Spark)"}
+    check = check_lineage(lineage(content=read))
+    assert check.verdict == "PASSED" and check.message.endswith(
+        "(9 files a restart reads, read back and intact; 4 SSTs and changelogs read whole (RocksDB, Spark))")
+    damaged = {**read, "problems": ["state/0/0/SSTs/a.sst: RocksDBException: block checksum mismatch"]}
+    assert check_lineage(lineage(content=damaged)).message == (
+        "what a restart reads loads: 1 problem(s): state/0/0/SSTs/a.sst: RocksDBException: block checksum mismatch")
+    unread = {"files_read": 9, "problems": [], "readers_failed": "InfraError: javac was not found"}
+    check = check_lineage(lineage(content=unread))
+    assert check.verdict == "NODATA" and "(InfraError: javac was not found)" in check.message
+    # a lineage.json from before the readers keeps its judgement, and says what it rests on
+    old = check_lineage(lineage(content={"files_read": 9, "problems": []}))
+    assert old.verdict == "PASSED" and old.message.endswith("; SSTs by size and footer only)")
 
 
 def test_lineage_missing_or_empty_is_nodata():
