@@ -598,10 +598,12 @@ def store_outputs(ctx: ArmContext) -> None:
     except Exception as exc:
         ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
     try:
+        from infra.state_files import read_state_files
+
         from . import checkpoint_tools
 
         lineage = checkpoint_tools.lineage(ctx.stack.s3_client(direct=True), ctx.stack.info.bucket,
-                                           ctx.arm.checkpoint_prefix)
+                                           ctx.arm.checkpoint_prefix, read_state=read_state_files)
         (ctx.dir / "lineage.json").write_text(json.dumps(lineage, indent=1) + "\n")
     except Exception as exc:
         ctx.history.error(f"listing the checkpoint failed: {type(exc).__name__}: {exc}")
