@@ -384,8 +384,13 @@ def test_the_suite_flag_changes_the_exit_code_and_chaos_check_agrees_with_the_ru
     assert cli.check(waived) == 0
     inconclusive = make_run(tmp_path / "d", dataclasses.replace(spec, require_discrimination=True), control)
     assert cli.check(inconclusive) == 1  # no oracle: inconclusive, and a required discrimination not shown fails
+    out = capsys.readouterr().out
     assert "INCONCLUSIVE        t-disc: inconclusive: a job without the hardening failed no hardened outcome target, but " \
-           "lost could not be judged" in capsys.readouterr().out
+           "lost could not be judged" in out and out.count("(required by this suite: FAILED)") == 1
+    case = next(c for c in ET.parse(write_junit(inconclusive)).getroot().iter("testcase")
+                if c.get("name") == "t-disc/discrimination")
+    assert case.find("failure") is not None and case.find("failure").get("type") == "INCONCLUSIVE"
+    assert "(required by this suite: the experiment fails)" in case.find("failure").text
 
 
 def test_without_a_control_arm_it_is_not_run(tmp_path):
