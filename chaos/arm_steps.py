@@ -426,8 +426,9 @@ class PhaseClock:
         self.t0 = 0.0
         self.phase: tuple[str, float, float] = ("steady", 0.0, ctx.phases.steady)  # (name, start, end) now
         self.last_progress = time.monotonic()
-        self.early = ends_early(ctx.spec.arm(ctx.profile),
-                                next((a for a in ctx.spec.arms if a.profile == "hardened"), None))
+        arm = ctx.spec.arm(ctx.profile)  # the hardened arm is looked up only for a control that could end early
+        self.early = ends_early(arm) and ends_early(arm, next((a for a in ctx.spec.arms if a.profile == "hardened"),
+                                                              None))
 
     def run(self, t0: float) -> None:
         phases = self.ctx.phases
