@@ -27,7 +27,7 @@ from job.settings import FACTORIES
 
 from .checks.logs import control_signatures
 from .checks.recovery import Since, healthy_after
-from .checks.registry import holding_back
+from .checks.registry import holding_back, outcomes_set
 from .faults.base import job_line
 from .history import HistoryWriter
 from .jobrun import DRAIN_KEY, ArmConfig, JobArm
@@ -64,14 +64,29 @@ def recovery_window_end(planned_end: float, healed_at: float | None, recovery: R
     return max(planned_end, healed_at + recovery.within + recovery.healthy_samples + 2)
 
 
-def ends_early(arm) -> bool:
+def ends_early(arm, subject=None) -> bool:
     """May this arm stop as soon as its incident shows? A control that must reproduce an incident, has expected log
     signatures to show it, and sets no target whose check needs the arm run to its end (the registry's ends_early,
     chaos/checks/registry.py: only logs, lineage and environment do not) has nothing more to show once its signatures
-    have matched as often as they must (its job may still run: the incident has been seen)."""
+    have matched as often as they must (its job may still run: the incident has been seen).
+
+    Unless `subject` (the experiment's hardened arm) sets an outcome target (lost, duplicated, lineage, progress,
+    ...): discrimination judges the control by those alone, so the control runs to its end and is drained, as the
+    hardened arm is. A control that runs faults the hardened arm never ran may still stop: its outcomes could not
+    stand for the hardened targets however long it ran (chaos.checks.base.settle)."""
     targets = arm.targets
-    return (arm.role == "control" and arm.expect == "incident" and not holding_back(targets)
-            and targets.logs is not None and bool(targets.logs.expected))
+    early = (arm.role == "control" and arm.expect == "incident" and not holding_back(targets)
+             and targets.logs is not None and bool(targets.logs.expected))
+    if not early or subject is None or not outcomes_set(subject.targets):
+        return early
+    return not _within_schedule(arm.faults, subject.faults)
+
+
+def _within_schedule(control: tuple[int, ...] | None, subject: tuple[int, ...] | None) -> bool:
+    """The control runs the hardened arm's faults or some of them (None: every fault of the spec)."""
+    if subject is None:
+        return True
+    return control is not None and set(control) <= set(subject)
 
 
 def sleep_until(deadline: float, stop: threading.Event | None = None) -> bool:
@@ -435,7 +450,9 @@ class PhaseClock:
         self.t0 = 0.0
         self.phase: tuple[str, float, float] = ("steady", 0.0, ctx.phases.steady)  # (name, start, end) now
         self.last_progress = time.monotonic()
-        self.early = ends_early(ctx.spec.arm(ctx.profile))
+        arm = ctx.spec.arm(ctx.profile)  # the hardened arm is looked up only for a control that could end early
+        self.early = ends_early(arm) and ends_early(arm, next((a for a in ctx.spec.arms if a.profile == "hardened"),
+                                                              None))
 
     def run(self, t0: float) -> None:
         phases = self.ctx.phases
@@ -606,10 +623,12 @@ def store_outputs(ctx: ArmContext) -> None:
     except Exception as exc:
         ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
     try:
+        from infra.state_files import read_state_files
+
         from . import checkpoint_tools
 
         lineage = checkpoint_tools.lineage(ctx.stack.s3_client(direct=True), ctx.stack.info.bucket,
-                                           ctx.arm.checkpoint_prefix)
+                                           ctx.arm.checkpoint_prefix, read_state=read_state_files)
         (ctx.dir / "lineage.json").write_text(json.dumps(lineage, indent=1) + "\n")
     except Exception as exc:
         ctx.history.error(f"listing the checkpoint failed: {type(exc).__name__}: {exc}")

@@ -30,7 +30,7 @@ import json
 import re
 import zipfile
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping, Union
 
 STATE_KINDS = ("sst", "zip", "changelog")           # `version`: the state version
 BATCH_KINDS = ("offsets", "commits")                # `version`: the batch id
@@ -43,6 +43,11 @@ KIND_CHOICES = KINDS + (ANY,)
 # the same constant (job/checkpoint.py); it is written out again here on purpose: the harness must not share the
 # job's notion of an intact file, or a bug there would hide from the faults that are meant to find it.
 SST_MAGIC = bytes.fromhex("f7cff485b741e288")
+
+# What reads the SSTs and changelogs a restart loads (infra/state_files.py): (kind, key, content) of each ->
+# {key: None if its reader read it whole, else what is wrong}.
+StateReader = Callable[[list[tuple[str, str, bytes]]], Mapping[str, Union[str, None]]]
+READERS = "RocksDB's SstFileReader with every block checksum, Spark's changelog reader"
 
 INTEGRITY_DIR = "_integrity"
 LEASE = "_lease"
@@ -234,9 +239,10 @@ def read_layout(s3, bucket: str, prefix: str) -> Layout:
     return parse_listing(_listing(s3, bucket, root), root)
 
 
-def lineage(s3, bucket: str, prefix: str) -> dict:
-    """What the lineage check judges (chaos/checks/lineage.py): batch ids in offsets/ and commits/, per state partition
-    the snapshot and changelog versions, the integrity manifests and rollbacks, and the lease, if any."""
+def lineage(s3, bucket: str, prefix: str, read_state: StateReader | None = None) -> dict:
+    """What the lineage checker judges (chaos/checks/lineage.py): batch ids in offsets/ and commits/, per state
+    partition the snapshot and changelog versions, the integrity manifests and rollbacks, the lease, if any, and
+    what a restart reads (`read_state`: the SSTs and changelogs read with RocksDB's and Spark's own readers)."""
     root = prefix.rstrip("/")
     layout = read_layout(s3, bucket, root)
     rollbacks = []
@@ -263,7 +269,8 @@ def lineage(s3, bucket: str, prefix: str) -> dict:
         "temporary_files": layout.temporary,
         "rollbacks": rollbacks,
         "lease": lease,
-        "content": read_what_a_restart_loads(layout, lambda key: read_object(s3, bucket, f"{root}/{key}")),
+        "content": read_what_a_restart_loads(layout, lambda key: read_object(s3, bucket, f"{root}/{key}"),
+                                             read_state),
     }
 
 
@@ -294,13 +301,20 @@ def _text_problem(kind: str, data: bytes) -> str | None:
     return None
 
 
-def read_what_a_restart_loads(layout: Layout, read: Callable[[str], bytes]) -> dict:
+def read_what_a_restart_loads(layout: Layout, read: Callable[[str], bytes],
+                              read_state: StateReader | None = None) -> dict:
     """Read every file a restart of the query would read now and report what would not load: `metadata`, the newest
     offsets entry and the one before it, the newest commit, and per state partition the newest snapshot at or below
     the version to load (its CRCs, its SSTs' presence, listed sizes and footer magic) and the changelogs after it
-    (present and not empty). Lineage by content, not by file names alone."""
+    (present and not empty). Lineage by content, not by file names alone.
+
+    `read_state` (infra/state_files.py read_state_files) then reads every one of those SSTs and changelogs with the
+    readers a restart loads them with: RocksDB's (every block's checksum) and Spark's changelog reader (every record).
+    Which files is this module's reading of the checkpoint (the snapshots' own SST lists), never the job's
+    manifests. `readers` names them; `readers_failed` says why they could not run (the check is then NODATA)."""
     problems: list[str] = []
     read_count = 0
+    state_files: list[tuple[str, str, bytes]] = []  # (kind, key, content) for read_state
 
     def load(file: CheckpointFile) -> bytes | None:
         nonlocal read_count
@@ -343,6 +357,8 @@ def read_what_a_restart_loads(layout: Layout, read: Callable[[str], bytes]) -> d
                         content = load(sst)
                         if content is not None and content[-8:] != SST_MAGIC:
                             problems.append(f"{sst.key}: bad table magic number")
+                        elif content is not None:
+                            state_files.append(("sst", sst.key, content))
             for v in range(base + 1, version + 1):
                 changelog = partition.changelogs.get(v)
                 if changelog is None:
@@ -350,4 +366,17 @@ def read_what_a_restart_loads(layout: Layout, read: Callable[[str], bytes]) -> d
                     break
                 if changelog.size == 0:
                     problems.append(f"{changelog.key}: empty")
-    return {"files_read": read_count, "problems": problems}
+                elif read_state is not None:
+                    content = load(changelog)
+                    if content is not None:
+                        state_files.append(("changelog", changelog.key, content))
+    result: dict = {"files_read": read_count, "problems": problems}
+    if read_state is not None:
+        try:
+            answers = read_state(state_files)
+        except Exception as error:  # noqa: BLE001 - no JDK, a reader that did not answer: said, never a pass
+            result["readers_failed"] = f"{type(error).__name__}: {error}"
+        else:
+            problems += [f"{key}: {why}" for _kind, key, _ in state_files if (why := answers.get(key))]
+            result["readers"] = f"{len(state_files)} SSTs and changelogs read whole ({READERS})"
+    return result

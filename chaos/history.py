@@ -17,6 +17,9 @@ checkers are pure functions over these records, so any stored run can be re-judg
     schedule a compact schedule moved the windows up: fault (the index of the one done early), saved_s (before its
             window's end), total_saved_s (so far; every later window and phase mark moved up by it)
     error   the environment failed (a toxiproxy call, a broker that did not start): never a job failure
+    watch   the log signatures the arm's scanner looks for (patterns), and records_reads: true when every job log it
+            reads is then recorded as a watch record with `read` (the log's path in the run directory), once, as the
+            scanner first reads it: the logs check judges only logs that were read
     skipped the arm was not run, and why (a fault that cannot act on the target: docs/targets.md): verdict SKIPPED
     interrupted the run was interrupted (Ctrl-C, SIGTERM) while this arm ran, and where: verdict INTERRUPTED
 """
@@ -108,7 +111,11 @@ class HistoryWriter:
     def watch(self, patterns: Sequence[str]) -> dict[str, object]:
         """The log signatures this arm's scanner looks for (its own targets' and the experiment's control
         signatures): a signature absent from the history was looked for and not seen, not merely not looked for."""
-        return self._append("watch", {"patterns": list(patterns)})
+        return self._append("watch", {"patterns": list(patterns), "records_reads": True})
+
+    def log_read(self, source: str) -> dict[str, object]:
+        """A job log the scanner has opened and read (first read only): a log never read cannot show a line."""
+        return self._append("watch", {"read": source})
 
     def trigger(self, fault: int, name: str, target: str, firing: int, of: int, **fields: object) -> dict[str, object]:
         return self._append("trigger", {"fault": fault, "name": name, "target": target, "firing": firing, "of": of,

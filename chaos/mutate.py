@@ -24,14 +24,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
+from .checks.base import is_outcome
 from .spec import ExperimentSpec
 from .switches import SWITCHES
 
 PLAN_FILE = "mutation.json"
 # What a user of the job sees. refused_within and exit_code are mechanisms (a job without a lease is never refused, a
 # job may end with another code and still serve its users), so they alone never kill a mutant.
-OUTCOME_CHECKS = ("lost", "duplicated", "recovery", "progress", "max_lag", "state", "lineage", "outage_reported",
-                  "emitted_within")
 SEPARATOR = "--"
 
 
@@ -87,8 +86,7 @@ def read_plan(run_dir: Path) -> list[dict] | None:
 
 
 def _outcome(check: Mapping[str, object]) -> bool:
-    name = str(check.get("name"))
-    return name in OUTCOME_CHECKS or name.startswith("probe:")
+    return is_outcome(str(check.get("name")))
 
 
 def mutant_status(arm: Mapping[str, Any] | None) -> tuple[str, str]:

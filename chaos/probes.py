@@ -74,6 +74,7 @@ class LogScanner:
         self.history = history
         self.run_dir = run_dir
         self.files: dict[Path, tuple[int, int]] = {}  # path -> (byte offset, lines read)
+        self.read: set[Path] = set()  # files opened and read at least once (each recorded in the history once)
         self.seen: Counter[tuple[str, str]] = Counter()  # (pattern, source) -> matching lines so far
         self.recorded: Counter[tuple[str, str]] = Counter()  # (pattern, source) -> count in the last record
         self._last: dict[tuple[str, str], tuple[int, str]] = {}  # (pattern, source) -> (line, text) of the last
@@ -95,20 +96,25 @@ class LogScanner:
                     data = handle.read()
             except FileNotFoundError:
                 continue
+            if path not in self.read:
+                self.read.add(path)
+                self.history.log_read(self._source(path))
             end = data.rfind(b"\n") + 1
             for raw in data[:end].splitlines():
                 lineno += 1
                 text = raw.decode("utf-8", "replace")
                 for pattern, regex in self.patterns:
                     if regex.search(text):
-                        source = str(path.relative_to(self.run_dir)) if path.is_relative_to(self.run_dir) else str(path)
-                        key = (pattern, source)
+                        key = (pattern, self._source(path))
                         self.seen[key] += 1
                         self._last[key] = (lineno, text[:1000])
                         if self.seen[key] <= MATCHES_PER_SOURCE:  # enough to show it; a loop logs thousands
-                            self.history.log(pattern, source, lineno, text[:1000], count=self.seen[key])
+                            self.history.log(pattern, key[1], lineno, text[:1000], count=self.seen[key])
                             self.recorded[key] = self.seen[key]
             self.files[path] = (offset + end, lineno)
+
+    def _source(self, path: Path) -> str:
+        return str(path.relative_to(self.run_dir)) if path.is_relative_to(self.run_dir) else str(path)
 
     def tally(self) -> None:
         """Record the running count of every signature that matched more lines than its records say."""

@@ -14,6 +14,19 @@ from .timeline import Check, Timeline
 # What a check's judge returns: one check, several (the probes: one per probe), or none (nothing to say).
 Judged = Union[Check, Sequence[Check], None]
 
+# The checks that judge an outcome a user of the job would see (sessions lost or duplicated, output late, no progress,
+# state without bound, a checkpoint a restart cannot load) and each `probe:<metric>`. Discrimination counts only
+# these: a log line, a refusal's timing or an exit code shows a mechanism, which a job without the hardening lacks
+# by construction.
+# What a user of the job would see (never a mechanism such as an exit code or a refusal's timing, nor a log line):
+# the one list that discrimination, a control's early end and `chaos mutate`'s kills go by.
+OUTCOME_CHECKS = ("lost", "duplicated", "recovery", "progress", "max_lag", "state", "lineage", "still_healthy",
+                  "outage_reported", "emitted_within")
+
+
+def is_outcome(name: str) -> bool:
+    return name in OUTCOME_CHECKS or name.startswith("probe:")
+
 
 @dataclass(frozen=True)
 class ArmData:

@@ -9,13 +9,16 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from ..spec import ExperimentSpec
-from .base import ControlData
+from .base import ControlData, is_outcome
 from .registry import judge_control_checks
 from .timeline import Check, Timeline, timeline
 
 SUBJECT, CONTROL = "hardened", "naive"
 DISCRIMINATION_STATUSES = ("discriminating", "not_discriminating", "inconclusive", "waived", "not_run")
 NOT_DISCRIMINATING = "not discriminating: a job without the hardening passes every hardened target"
+# Not outcomes, but a control whose record could not be read (judge.py: `history`, `spec`), whose judge raised
+# (`discrimination`) or whose environment failed is not judged: inconclusive, never "not discriminating".
+_HARNESS_CHECKS = ("history", "discrimination", "spec", "environment")
 _LINE_MESSAGE_CHARS = 160  # each check's message in the one-line summary (the full messages are in `checks`)
 
 
@@ -65,18 +68,23 @@ def _short(text: str) -> str:
 def discrimination_result(spec: ExperimentSpec | None, checks: Sequence[Check], not_run: str | None = None) -> dict:
     """status, what it adds to the experiment's verdict, the one line the report shows, and the checks.
 
-    discriminating: a check FAILED or HANG on the control's data; not_discriminating: every check PASSED;
-    inconclusive: neither (NODATA/UNKNOWN, or no check); waived: the spec's `cannot_discriminate` says why it
-    cannot, and nothing failed (or the control did not run); not_run: no control (or no hardened targets) in this
-    run. `verdict` is FAILED only for not_discriminating under a suite's require_discrimination."""
+    Only outcome checks count (chaos.checks.base.OUTCOME_CHECKS and the probes): a log line, a refusal's timing or
+    an exit code shows a mechanism the job without the hardening lacks by construction, not what its users would
+    see; those checks are listed, never counted. discriminating: an outcome check FAILED or HANG on the control's
+    data; not_discriminating: every outcome check PASSED; inconclusive: neither (NODATA/UNKNOWN, or no outcome
+    check); waived: the spec's `cannot_discriminate` says why it cannot, and nothing failed (or the control did
+    not run); not_run: no control (or no hardened targets) in this run. `verdict` is FAILED for not_discriminating
+    and for inconclusive under a suite's require_discrimination: a requirement nothing showed is not met."""
     required = bool(spec is not None and spec.require_discrimination)
     waiver = spec.cannot_discriminate if spec is not None else None
-    failed = [c for c in checks if c.verdict in ("FAILED", "HANG")]
+    counted = [c for c in checks if is_outcome(c.name)]
+    harness = [c for c in checks if c.name in _HARNESS_CHECKS and c.verdict != "PASSED"]
+    failed = [c for c in counted if c.verdict in ("FAILED", "HANG")]
     if not_run is not None:
         measured = "not_run"
     elif failed:
         measured = "discriminating"
-    elif checks and all(c.verdict == "PASSED" for c in checks):
+    elif counted and all(c.verdict == "PASSED" for c in counted) and not harness:
         measured = "not_discriminating"
     else:
         measured = "inconclusive"
@@ -90,17 +98,21 @@ def discrimination_result(spec: ExperimentSpec | None, checks: Sequence[Check], 
     elif status == "not_discriminating":
         line = NOT_DISCRIMINATING
     elif status == "inconclusive":
-        unjudged = [c for c in checks if c.verdict != "PASSED"]
-        line = ("inconclusive: a job without the hardening failed no hardened target, but "
+        unjudged = harness + [c for c in counted if c.verdict != "PASSED"]
+        line = ("inconclusive: a job without the hardening failed no hardened outcome target, but "
                 + ("; ".join(f"{c.name} could not be judged on its data ({_short(c.message)})" for c in unjudged)
-                   if unjudged else "the hardened arm sets no target to judge it by"))
+                   if unjudged else "the hardened arm sets no outcome target to judge it by"))
+        uncounted = [c for c in checks if c not in counted and c not in harness and c.verdict in ("FAILED", "HANG")]
+        if uncounted:
+            line += (" (" + ", ".join(f"{c.name} {c.verdict}" for c in uncounted)
+                     + ": not an outcome, not counted)")
     elif status == "waived":
         line = (f"waived: {' '.join(str(waiver).split())} (measured: "
                 + (f"not run: {not_run})" if not_run is not None else f"{measured.replace('_', ' ')})"))
     else:
         line = f"a job without the hardening: not run ({not_run})"
     return {"status": status, "required": required,
-            "verdict": "FAILED" if required and status == "not_discriminating" else "PASSED",
+            "verdict": "FAILED" if required and status in ("not_discriminating", "inconclusive") else "PASSED",
             "message": line, "measured": measured, "waiver": waiver, "control": CONTROL, "targets": SUBJECT,
             "failed": [{"name": c.name, "verdict": c.verdict, "message": c.message} for c in failed],
             "checks": [c.to_dict() for c in checks]}

@@ -35,6 +35,11 @@ def check_logs(tl: Timeline, target: Logs) -> Check:
                      f"{trim(str(first.get('text', '')), str(first.get('signature')))}")
     if not tl.logs and not any(j.get("event") == "started" for j in tl.jobs):
         return Check("logs", "NODATA", expected, "no data", "no job log was watched: the job never started")
+    unread = unread_logs(tl)
+    if unread and (target.forbidden or missing):  # a line it holds could be a forbidden or a missing expected one
+        return Check("logs", "NODATA", expected, f"{measured}; {len(unread)} job log(s) never read",
+                     f"the log of a started driver was never read ({', '.join(unread[:3])}): no line of it was "
+                     "matched, forbidden or expected")
     if missing:
         if counts[missing[0]]:
             return Check("logs", "FAILED", expected, measured, f"expected {missing[0]!r} matched {counts[missing[0]]} "
@@ -87,6 +92,17 @@ def watched_patterns(records: Sequence[Mapping[str, object]]) -> set[str] | None
         if record.get("type") == "watch" and isinstance(patterns, list):
             found = (found or set()) | {str(p) for p in patterns}
     return found
+
+
+def unread_logs(tl: Timeline) -> list[str]:
+    """The logs of started drivers (their `started` records' `log`) that the scanner never read: a log missing when
+    it looked, or never looked at. A history recorded before the scanner recorded what it read (no `watch` record
+    with records_reads) has none: those runs keep the judgement they had, every started log taken as read."""
+    if not any(w.get("records_reads") for w in tl.watches):
+        return []
+    read = {str(w.get("read")) for w in tl.watches if w.get("read") is not None}
+    started = [str(j["log"]) for j in tl.jobs if j.get("event") == "started" and j.get("log")]
+    return [log for log in dict.fromkeys(started) if log not in read]
 
 
 def evidence_start(tl: Timeline) -> float:

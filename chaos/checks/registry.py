@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 from ..spec import Targets
 from . import (deployment, environment, exactly_once, lineage, logs, outage, output_latency, progress, recovery, state,
                steady_state)
-from .base import ArmData, CheckDef, ControlData, Judged
+from .base import ArmData, CheckDef, ControlData, Judged, is_outcome
 from .timeline import Check
 
 # The seam modules, in the order their checks appear in results.json. Within a module its checks come in the order
@@ -117,3 +117,10 @@ def judge_control_checks(data: ControlData, targets: Targets) -> list[Check]:
 def holding_back(targets: Targets) -> list[str]:
     """The checks `targets` set that need the arm to run to its end (ends_early False), in registry order."""
     return [c.name for c in CHECKS if c.target is not None and not c.ends_early and c.target_of(targets) is not None]
+
+
+def outcomes_set(targets: Targets) -> list[str]:
+    """The outcome checks (chaos.checks.base.OUTCOME_CHECKS, probes) `targets` set, in registry order: what a
+    control judged by these targets must run to its end for."""
+    return [c.name for c in CHECKS if c.target is not None and c.target_of(targets) is not None
+            and (is_outcome(c.name) or c.target == "probes")]

@@ -64,6 +64,7 @@ class Timeline:
     first_wall: str | None = None  # `wall` of the first record: when the arm started (UTC)
     records: int = 0  # how many records the history holds
     schedule: tuple[Mapping[str, object], ...] = ()  # a compact schedule's steps: a window opened or ended early
+    watches: tuple[Mapping[str, object], ...] = ()  # the log scanner's `watch` records: patterns, and logs it read
 
     def window(self, phase: str) -> tuple[float, float] | None:
         for name, start, end in self.windows:
@@ -119,7 +120,7 @@ def timeline(records: Sequence[Mapping[str, object]]) -> Timeline:
     interrupted arm) runs to the last record."""
     by_type: dict[str, list[Mapping[str, object]]] = {kind: [] for kind in
                                                       ("sample", "phase", "fault", "job", "log", "error",
-                                                       "schedule")}
+                                                       "schedule", "watch")}
     for record in records:
         by_type.setdefault(str(record.get("type")), []).append(record)
     end = max((time_of(r) for r in records), default=0.0)
@@ -135,7 +136,7 @@ def timeline(records: Sequence[Mapping[str, object]]) -> Timeline:
     return Timeline(samples=tuple(by_type["sample"]), windows=tuple(windows), faults=tuple(by_type["fault"]),
                     jobs=tuple(by_type["job"]), logs=tuple(by_type["log"]), errors=tuple(by_type["error"]),
                     end=end, marks=tuple(by_type["phase"]), first_wall=next((w for r in records if (w := _wall(r))), None),
-                    records=len(records), schedule=tuple(by_type["schedule"]))
+                    records=len(records), schedule=tuple(by_type["schedule"]), watches=tuple(by_type["watch"]))
 
 
 def time_of(record: Mapping[str, object]) -> float:

@@ -100,4 +100,5 @@ def _print_discrimination(results: dict) -> None:
             print(f"NOT DISCRIMINATING  {name}: a job without the hardening passes every hardened target "
                   f"({consequence})")
         elif status == "inconclusive":
-            print(f"INCONCLUSIVE        {name}: {discrimination.get('message')}")
+            print(f"INCONCLUSIVE        {name}: {discrimination.get('message')}"
+                  + (" (required by this suite: FAILED)" if discrimination.get("verdict") == "FAILED" else ""))

@@ -109,4 +109,10 @@ def setup() -> int:
         ensure(progress=_progress)
     except InfraError as error:  # an optimisation: without archives every JVM still starts, only slower
         _progress(f"warning: {error}; JVMs will start without class-data archives")
+    from infra.state_files import compiled
+
+    try:  # compiled on first use otherwise; here, so no arm's end waits for javac
+        _progress(f"state file reader (RocksDB's and Spark's own readers, for lineage) compiled in {compiled()}")
+    except InfraError as error:
+        _progress(f"warning: {error}; every lineage check will be NODATA until it compiles")
     return errors.PASSED

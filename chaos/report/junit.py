@@ -33,8 +33,9 @@ def _arm_seconds(timeline: Timeline) -> float:
 
 def _junit_discrimination(suite: ET.Element, name: str, discrimination: dict) -> str | None:
     """The `<experiment>/discrimination` case: a failure when the suite requires discrimination and a job without
-    the hardening passes every hardened target; skipped (with why) when not judged, inconclusive, waived or not
-    required; passed when the control failed a hardened target. Returns the counter it adds to, if any."""
+    the hardening passes every hardened outcome target, or none could be judged on it (inconclusive); skipped (with
+    why) when waived, not run, or not required; passed when the control failed a hardened outcome target. Returns
+    the counter it adds to, if any."""
     case = ET.SubElement(suite, "testcase", classname=name, name=f"{name}/discrimination", time="0.000")
     status = str(discrimination.get("status"))
     failed = [c for c in discrimination.get("failed") or [] if isinstance(c, dict)]
@@ -47,9 +48,9 @@ def _junit_discrimination(suite: ET.Element, name: str, discrimination: dict) ->
             ET.SubElement(properties, "property", name=key, value=str(value))
     line = discrimination_line(discrimination)
     outcome = None
-    if status == "not_discriminating" and discrimination.get("verdict") == "FAILED":
+    if status in ("not_discriminating", "inconclusive") and discrimination.get("verdict") == "FAILED":
         ET.SubElement(case, "failure", message=str(discrimination.get("message") or line),
-                      type="NOT_DISCRIMINATING").text = line
+                      type=status.upper()).text = line
         outcome = "failures"
     elif status != "discriminating":
         ET.SubElement(case, "skipped", message=line)

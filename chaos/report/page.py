@@ -208,7 +208,9 @@ def discrimination_line(discrimination: dict) -> str:
                                           if discrimination.get("verdict") == "FAILED"
                                           else " (reported only: this suite does not require discrimination)")
     if status == "inconclusive":
-        return "INCONCLUSIVE: " + str(discrimination.get("message") or "").removeprefix("inconclusive: ")
+        return ("INCONCLUSIVE: " + str(discrimination.get("message") or "").removeprefix("inconclusive: ")
+                + (" (required by this suite: the experiment fails)" if discrimination.get("verdict") == "FAILED"
+                   else ""))
     return str(discrimination.get("message") or status)
 
 

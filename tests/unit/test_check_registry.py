@@ -164,3 +164,45 @@ def test_which_checks_hold_an_arm_back_comes_from_the_registry(tmp_path):
     with registered(CheckDef("needs-the-end", "logs", lambda a, t: None)):
         assert holding_back(arm.targets) == ["needs-the-end"] and not ends_early(arm)
     assert ends_early(arm)
+
+
+def _experiment(tmp_path, hardened: str, naive: str):
+    path = tmp_path / "drained.yaml"
+    path.write_text(f"""
+name: drained
+description: test
+incident: {{file: 003-cep-state-leak-key-rotation.txt, error: leak}}
+seed: 5
+workload: {{shape: uniform, keys: 20, rate: 50, partitions: 2}}
+job: {{session_gap: 2s, max_session_length: 20s, watermark: 1s}}
+phases: {{steady: 10s, inject: 20s, recover: 10s}}
+faults:
+  - {{fault: network.down, target: kafka, at: 0s, duration: 5s}}
+  - {{fault: network.down, target: kafka, at: 10s, duration: 5s}}
+arms:
+  hardened: {hardened}
+  naive: {naive}
+""")
+    spec = load_experiment(path)
+    return spec.arm("naive"), spec.arm("hardened")
+
+
+@pytest.mark.parametrize("outcome", ["lost: 0", "duplicated: 0", "lineage: true", "progress: true"])
+def test_a_control_judged_by_hardened_outcomes_runs_to_its_end(tmp_path, outcome):
+    """Discrimination counts outcomes only: a control stopped at its log line would leave every one NODATA."""
+    naive = "{targets: {logs: {expected: [boom]}}}"
+    control, subject = _experiment(tmp_path, f"{{targets: {{{outcome}, logs: {{expected: [ok]}}}}}}", naive)
+    assert ends_early(control) and not ends_early(control, subject)
+    # on fewer of the hardened arm's faults its failures still stand (settle): it runs to its end as well
+    control, subject = _experiment(tmp_path, f"{{targets: {{{outcome}}}}}", "{faults: [0], " + naive[1:])
+    assert not ends_early(control, subject)
+
+
+def test_a_control_may_still_stop_where_no_hardened_outcome_could_be_judged_on_it(tmp_path):
+    naive = "{targets: {logs: {expected: [boom]}}}"
+    # the hardened targets are a log line and an exit code: no outcome to run to the end for
+    control, subject = _experiment(tmp_path, "{targets: {logs: {expected: [ok]}, exit_code: 0}}", naive)
+    assert ends_early(control, subject)
+    # a fault the hardened arm never ran: its outcomes cannot stand for the hardened targets, however long it runs
+    control, subject = _experiment(tmp_path, "{faults: [0], targets: {lost: 0}}", "{faults: [1], " + naive[1:])
+    assert ends_early(control, subject)

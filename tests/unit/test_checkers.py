@@ -621,6 +621,56 @@ def test_logs_of_a_job_that_never_started_are_nodata(tmp_path):
     assert check_logs(timeline(records), Logs(("boom",), ())).verdict == "NODATA"
 
 
+def test_a_log_never_read_is_nodata_not_a_pass(story):
+    """The scanner skips a log that is not there: a check with only forbidden lines once passed on no line read."""
+    watch = (0.1, "watch", (["bad"],), {})
+    never_read = timeline(story(extra=[watch]))
+    check = check_logs(never_read, Logs((), ("bad",)))
+    assert (check.verdict, check.measured) == ("NODATA", "forbidden matched 0/1; 1 job log(s) never read")
+    assert check.message.startswith("the log of a started driver was never read (logs/job-1.log)")
+    assert check_logs(never_read, Logs(("boom",), ())).verdict == "NODATA"  # the expected line could be in it
+    read = timeline(story(extra=[watch, (0.6, "log_read", ("logs/job-1.log",), {})]))
+    assert check_logs(read, Logs((), ("bad",))).verdict == "PASSED"
+    # the second driver's log, never read: a forbidden line could be in it
+    restarted = timeline(story(extra=[watch, (0.6, "log_read", ("logs/job-1.log",), {}),
+                                      (30, "job", ("started", "job-driver"), {"pid": 2, "log": "logs/job-2.log"})]))
+    assert check_logs(restarted, Logs((), ("bad",))).verdict == "NODATA"
+    # every expected line matched and nothing is forbidden: what was read suffices
+    seen = timeline(story(extra=[watch, _log(30, "boom", "ERROR boom"),
+                                 (30, "job", ("started", "job-driver"), {"pid": 2, "log": "logs/job-2.log"})]))
+    assert check_logs(seen, Logs(("boom",), ())).verdict == "PASSED"
+    # a forbidden line seen stays seen, read or not
+    assert check_logs(timeline(story(extra=[watch, _log(30, "bad", "bad news")])), Logs((), ("bad",))).verdict == \
+        "FAILED"
+
+
+def test_a_history_from_before_reads_were_recorded_keeps_its_judgement(story):
+    """No watch record with records_reads (the stored fixture runs): every started log is taken as read, as then."""
+    assert check_logs(timeline(story()), Logs((), ("bad",))).verdict == "PASSED"
+    old_watch = {"t": 0.1, "wall": "2026-11-20T00:00:00.100+00:00", "type": "watch", "patterns": ["bad"]}
+    assert check_logs(timeline([old_watch, *story()]), Logs((), ("bad",))).verdict == "PASSED"
+
+
+def test_the_scanner_records_each_log_it_reads_once(tmp_path):
+    from chaos.probes import LogScanner
+
+    (tmp_path / "logs").mkdir()
+    with HistoryWriter(tmp_path / "h.jsonl") as history:
+        history.watch(["bad"])
+        scanner = LogScanner(["bad"], history, tmp_path)
+        scanner.watch(tmp_path / "logs" / "job-1.log")
+        scanner.watch(tmp_path / "logs" / "job-2.log")
+        scanner.scan()  # neither exists yet: nothing read
+        (tmp_path / "logs" / "job-1.log").write_text("fine\nbad news\n")
+        scanner.scan()
+        scanner.scan()
+    records = read_history(tmp_path / "h.jsonl")
+    watches = [r for r in records if r["type"] == "watch"]
+    assert [w.get("read") for w in watches] == [None, "logs/job-1.log"] and watches[0]["records_reads"] is True
+    [line] = [r for r in records if r["type"] == "log"]
+    assert (line["signature"], line["source"], line["line"], line["text"]) == ("bad", "logs/job-1.log", 2, "bad news")
+
+
 # -- lineage -----------------------------------------------------------------------------------------------------
 def lineage(**changes) -> dict:
     base = {"metadata": True, "offsets": [3, 4, 5, 6], "commits": [3, 4, 5],
@@ -656,6 +706,22 @@ def test_a_loadable_lineage_passes(changes):
 def test_the_first_broken_lineage_rule_is_named(changes, rule):
     check = check_lineage(lineage(**changes))
     assert (check.verdict, check.message) == ("FAILED", rule)
+
+
+def test_lineage_by_content_names_what_the_readers_found_and_says_when_they_did_not_run():
+    read = {"files_read": 9, "problems": [], "readers": "4 SSTs and changelogs read whole (RocksDB, Spark)"}
+    check = check_lineage(lineage(content=read))
+    assert check.verdict == "PASSED" and check.message.endswith(
+        "(9 files a restart reads, read back and intact; 4 SSTs and changelogs read whole (RocksDB, Spark))")
+    damaged = {**read, "problems": ["state/0/0/SSTs/a.sst: RocksDBException: block checksum mismatch"]}
+    assert check_lineage(lineage(content=damaged)).message == (
+        "what a restart reads loads: 1 problem(s): state/0/0/SSTs/a.sst: RocksDBException: block checksum mismatch")
+    unread = {"files_read": 9, "problems": [], "readers_failed": "InfraError: javac was not found"}
+    check = check_lineage(lineage(content=unread))
+    assert check.verdict == "NODATA" and "(InfraError: javac was not found)" in check.message
+    # a lineage.json from before the readers keeps its judgement, and says what it rests on
+    old = check_lineage(lineage(content={"files_read": 9, "problems": []}))
+    assert old.verdict == "PASSED" and old.message.endswith("; SSTs by size and footer only)")
 
 
 def test_lineage_missing_or_empty_is_nodata():

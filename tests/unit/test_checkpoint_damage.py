@@ -385,3 +385,45 @@ def test_lineage_reads_back_what_a_restart_loads_and_fails_on_damage_there():
     files["state/0/0/3.changelog"] = b""  # below snapshot 10: never read
     files["offsets/4"] = b"garbled"       # an old entry no restart reads
     assert check_lineage(lineage(FakeS3(files), "b", ROOT)).verdict == "PASSED"
+
+
+def test_lineage_hands_every_sst_and_changelog_a_restart_loads_to_the_readers():
+    """Which files the readers get (RocksDB's and Spark's, infra/state_files.py) is the harness's own reading: the
+    newest snapshot's SSTs and the changelogs after it, per partition; what they find is a problem of the lineage."""
+    from chaos.checkers import check_lineage
+
+    files = full_listing()  # commits 0..11: state version 12 loads from snapshot 10 and changelogs 11, 12
+    handed: list[tuple[str, str]] = []
+
+    def readers(state_files):
+        handed.extend((kind, key) for kind, key, _ in state_files)
+        assert all(content == files[key] for _, key, content in state_files)
+        return {key: ("RocksDBException: block checksum mismatch" if key.endswith("-1-" + UUID + ".sst") else None)
+                for _, key, _ in state_files}
+
+    result = lineage(FakeS3(files), "b", ROOT, read_state=readers)
+    expected = [(kind, key) for p in ("0/0", "0/1") for kind, key in
+                [("sst", f"state/{p}/SSTs/000010-{p.replace('/', '')}-{i}-{UUID}.sst") for i in range(3)]
+                + [("changelog", f"state/{p}/{v}.changelog") for v in (11, 12)]]
+    assert handed == expected
+    assert result["content"]["readers"].startswith("10 SSTs and changelogs read whole")
+    check = check_lineage(result)
+    assert check.verdict == "FAILED" and "2 problem(s)" in check.message
+    assert f"state/0/0/SSTs/000010-00-1-{UUID}.sst: RocksDBException: block checksum mismatch" in check.message
+
+    def no_jdk(state_files):
+        raise RuntimeError("javac was not found")
+
+    unread = lineage(FakeS3(files), "b", ROOT, read_state=no_jdk)
+    assert unread["content"]["readers_failed"] == "RuntimeError: javac was not found"
+    assert check_lineage(unread).verdict == "NODATA"
+
+
+def test_the_readers_answers_are_matched_to_their_keys():
+    from infra.state_files import parse_answers
+
+    paths = {"/t/0.sst": "state/0/0/SSTs/a.sst", "/t/1.changelog": "state/0/0/5.changelog"}
+    out = "ok\t/t/0.sst\t28\nbad\t/t/1.changelog\tEOFException: Stream ended prematurely\nnoise\n"
+    assert parse_answers(out, paths) == {"state/0/0/SSTs/a.sst": None,
+                                         "state/0/0/5.changelog": "EOFException: Stream ended prematurely"}
+    assert parse_answers("ok\t/t/0.sst\t28\n", paths) == {"state/0/0/SSTs/a.sst": None}  # one unanswered: caller raises

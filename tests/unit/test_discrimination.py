@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from chaos import cli
-from chaos.checks.discrimination import NOT_DISCRIMINATING, discriminate
+from chaos.checks.discrimination import NOT_DISCRIMINATING, discriminate, discrimination_result
 from chaos.checks.judge import judge_run
+from chaos.checks.timeline import Check
 from chaos.errors import SpecError
 from chaos.oracle import coverage
 from chaos.report import load_run, render_report, write_junit
@@ -110,7 +111,7 @@ def test_a_control_without_an_oracle_is_inconclusive_not_passed(tmp_path):
     assert result["status"] == "inconclusive"
     assert_checks(result["checks"], {"progress": "PASSED", "recovery": "PASSED", "lost": "NODATA",
                                      "duplicated": "NODATA"})
-    assert result["message"].startswith("inconclusive: a job without the hardening failed no hardened target, but "
+    assert result["message"].startswith("inconclusive: a job without the hardening failed no hardened outcome target, but "
                                         "lost could not be judged on its data (no oracle.json")
 
 
@@ -138,12 +139,15 @@ def test_a_waiver_replaces_not_discriminating_and_inconclusive_but_never_a_failu
     assert fails["message"].endswith("(though the spec says it cannot discriminate: Spark has no such failure)")
 
 
-def test_required_discrimination_fails_only_a_control_that_passes_everything(tmp_path):
+def test_required_discrimination_fails_a_control_that_passes_everything_or_shows_nothing(tmp_path):
     spec = dataclasses.replace(spec_of(tmp_path), require_discrimination=True)
     passes = discriminate(history(tmp_path, metrics=recovering), spec, oracle=covered())
     assert (passes["status"], passes["required"], passes["verdict"]) == ("not_discriminating", True, "FAILED")
     inconclusive = discriminate(history(tmp_path, metrics=recovering), spec)
-    assert (inconclusive["status"], inconclusive["verdict"]) == ("inconclusive", "PASSED")  # loud, never failed
+    # nothing judged is nothing shown: a requirement is not met by a control whose outcomes could not be judged
+    assert (inconclusive["status"], inconclusive["verdict"]) == ("inconclusive", "FAILED")
+    assert discriminate(history(tmp_path, metrics=recovering), dataclasses.replace(spec, require_discrimination=False)
+                        )["verdict"] == "PASSED"  # reported only, where the suite does not require it
     waived = dataclasses.replace(spec, cannot_discriminate="no counterpart")
     assert discriminate(history(tmp_path, metrics=recovering), waived, oracle=covered())["verdict"] == "PASSED"
 
@@ -180,7 +184,9 @@ def test_a_control_that_stopped_early_is_not_judged_on_what_it_did_not_reach(tmp
     result = discriminate(records, spec, oracle=covered(lost=7))
     assert_checks(result["checks"], {"progress": "NODATA", "recovery": "NODATA", "lost": "NODATA",
                                      "logs": "FAILED"})
-    assert result["status"] == "discriminating" and [f["name"] for f in result["failed"]] == ["logs"]
+    # a log line is a mechanism, not an outcome: it is listed, never counted (and said so)
+    assert result["status"] == "inconclusive" and result["failed"] == []
+    assert result["message"].endswith("(logs FAILED: not an outcome, not counted)")
     assert "the control's history ends (t=29.5s) before its inject/recover phases ended" in message(result, "progress")
     assert "its output was not drained and read back to the end" in message(result, "lost")  # 7 lost: undrained
     assert "network.down on kafka was injected but never healed" in message(result, "recovery")
@@ -383,9 +389,14 @@ def test_the_suite_flag_changes_the_exit_code_and_chaos_check_agrees_with_the_ru
                                                           cannot_discriminate="no counterpart"), control, covered())
     assert cli.check(waived) == 0
     inconclusive = make_run(tmp_path / "d", dataclasses.replace(spec, require_discrimination=True), control)
-    assert cli.check(inconclusive) == 0  # no oracle: inconclusive is reported loudly, never failed
-    assert "INCONCLUSIVE        t-disc: inconclusive: a job without the hardening failed no hardened target, but " \
-           "lost could not be judged" in capsys.readouterr().out
+    assert cli.check(inconclusive) == 1  # no oracle: inconclusive, and a required discrimination not shown fails
+    out = capsys.readouterr().out
+    assert "INCONCLUSIVE        t-disc: inconclusive: a job without the hardening failed no hardened outcome target, but " \
+           "lost could not be judged" in out and out.count("(required by this suite: FAILED)") == 1
+    case = next(c for c in ET.parse(write_junit(inconclusive)).getroot().iter("testcase")
+                if c.get("name") == "t-disc/discrimination")
+    assert case.find("failure") is not None and case.find("failure").get("type") == "INCONCLUSIVE"
+    assert "(required by this suite: the experiment fails)" in case.find("failure").text
 
 
 def test_without_a_control_arm_it_is_not_run(tmp_path):
@@ -443,7 +454,7 @@ def test_chaos_check_writes_the_discrimination_of_the_stored_runs(runs):
         "kafka-broker-disconnect": "not_run", "slow-s3-put": "not_discriminating", "driver-latency": "discriminating",
         "corrupted-sst": "discriminating", "process-crash": "not_run"}
     # corrupted-sst: the naive job dies on the damaged SST (the incident) and stays dead
-    assert failed_on(a["corrupted-sst"]) == ["progress", "recovery", "lost", "logs"]
+    assert failed_on(a["corrupted-sst"]) == ["progress", "recovery", "lost"]  # its log line is listed, not counted
     sst = {c["name"]: c for c in a["corrupted-sst"]["checks"]}
     assert sst["logs"]["message"].startswith("forbidden 'Bad table magic number' matched "
                                              "logs/job-naive-d8d3dc58-2.log:48")
@@ -518,7 +529,7 @@ def test_the_report_shows_one_line_per_experiment_and_junit_one_case(runs):
     sst = sst[:sst.index('<div class="arm"')]
     assert '<p class="disc disc-discriminating" data-status="discriminating">a job without the hardening: FAILED on ' \
            "progress (no batch completed during recover" in sst
-    assert "FAILED on logs (forbidden &#x27;Bad table magic number&#x27; matched" in sst
+    assert "FAILED on logs" not in sst  # a log line is no outcome: not among what discriminates
     slow = text[text.index('<section id="slow-s3-put">'):]
     assert '<p class="disc disc-not_discriminating" data-status="not_discriminating">NOT DISCRIMINATING: a job ' \
            "without the hardening passes every hardened target (reported only: this suite does not require " \
@@ -554,3 +565,20 @@ def test_an_older_results_json_has_no_discrimination_and_reports_as_before(runs)
     assert 'class="disc' not in text and '<table class="discrimination">' not in text
     names = [c.get("name") for c in ET.parse(write_junit(runs / RUN_A)).getroot().iter("testcase")]
     assert not [n for n in names if n.endswith("/discrimination")]
+
+
+@pytest.mark.parametrize("mechanism", ["logs", "refused_within", "exit_code", "signature_ratio"])
+def test_only_outcomes_discriminate_a_mechanism_alone_never_does(tmp_path, mechanism):
+    """A job without the hardening has no lease to refuse with, no exit code of its own and no repair line: a failed
+    mechanism shows that it lacks the hardening, not that its users would see anything go wrong."""
+    spec = spec_of(tmp_path)
+    outcomes = [Check(name, "PASSED", "", "", "fine") for name in ("progress", "lost", "duplicated")]
+    mechanism_failed = Check(mechanism, "FAILED", "", "", "no such line")
+    result = discrimination_result(spec, [*outcomes, mechanism_failed])
+    assert (result["status"], result["failed"]) == ("not_discriminating", [])
+    result = discrimination_result(spec, [Check("lost", "NODATA", "", "", "undrained"), mechanism_failed])
+    assert result["status"] == "inconclusive" and result["message"].endswith(f"({mechanism} FAILED: not an outcome, "
+                                                                              "not counted)")
+    lost = Check("lost", "FAILED", "", "", "7 sessions lost")
+    assert discrimination_result(spec, [lost, mechanism_failed])["failed"] == [
+        {"name": "lost", "verdict": "FAILED", "message": "7 sessions lost"}]

@@ -258,3 +258,29 @@ def test_processed_rate_counts_only_the_current_driver_s_batches():
                                 102.0) == 300
     assert sampler._window_rows(sampler._current_run([{"event": "started", "run_id": "c"}]), 103.0) == 0
     assert sampler._window_rows(sampler._current_run([_progress("c", 3, 200)]), 104.0) == 200
+
+
+def test_the_phase_clock_asks_the_hardened_arm_whether_its_control_may_end_early(tmp_path):
+    from chaos.spec import load_experiment
+
+    def clock_of(hardened: str) -> PhaseClock:
+        path = tmp_path / "early.yaml"
+        path.write_text(f"""
+name: early
+description: test
+incident: {{file: 003-cep-state-leak-key-rotation.txt, error: leak}}
+seed: 5
+workload: {{shape: uniform, keys: 20, rate: 50, partitions: 2}}
+job: {{session_gap: 2s, max_session_length: 20s, watermark: 1s}}
+phases: {{steady: 10s, inject: 20s, recover: 10s}}
+faults:
+  - {{fault: network.down, target: kafka, at: 0s, duration: 5s}}
+arms:
+  hardened: {{targets: {hardened}}}
+  naive: {{targets: {{logs: {{expected: [boom]}}}}}}
+""")
+        ctx = SimpleNamespace(phases=_Phases(), profile="naive", spec=load_experiment(path))
+        return PhaseClock(ctx, FaultSchedule(ctx))  # type: ignore[arg-type]
+
+    assert not clock_of("{lost: 0}").early  # drained and judged on what it lost
+    assert clock_of("{logs: {expected: [ok]}}").early  # nothing but a log line to judge it by
