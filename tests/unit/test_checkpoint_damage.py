@@ -390,7 +390,7 @@ def test_lineage_reads_back_what_a_restart_loads_and_fails_on_damage_there():
 def test_lineage_hands_every_sst_and_changelog_a_restart_loads_to_the_readers():
     """Which files the readers get (RocksDB's and Spark's, infra/state_files.py) is the harness's own reading: the
     newest snapshot's SSTs and the changelogs after it, per partition; what they find is a problem of the lineage."""
-    from chaos.checkers import check_lineage
+    from chaos.checks.lineage import check_lineage
 
     files = full_listing()  # commits 0..11: state version 12 loads from snapshot 10 and changelogs 11, 12
     handed: list[tuple[str, str]] = []
