@@ -310,6 +310,8 @@ class FaultSchedule:
             self._run_triggered(fault, start, end, index=index)
         else:
             self._run_fault(fault, start, end)
+        if last:  # the inject phase ends at once, even where it was planned longer than the faults' windows
+            end = t0 + ctx.phases.steady + ctx.phases.inject - self.saved_s
         if fault.stop.is_set() or time.monotonic() >= end:
             return
         if not last:
@@ -321,7 +323,8 @@ class FaultSchedule:
             self.saved_s += saved
             ctx.history.schedule(index, name=fault.fault.fault, target=fault.fault.target, saved_s=round(saved, 1),
                                  total_saved_s=round(self.saved_s, 1))
-            ctx.say(f"{fault.fault.fault} on {fault.fault.target} done {saved:.0f} s before its window's end"
+            ctx.say(f"{fault.fault.fault} on {fault.fault.target} done {saved:.0f} s before "
+                    + ("the inject phase's end" if last else "its window's end")
                     + ("" if last else " and the job recovered") + ": "
                     + ("the inject phase ends now" if last else "the next window opens now"))
 

@@ -335,7 +335,7 @@ def test_the_smoke_runs_no_waived_control_and_one_control_per_incident_family():
     with_control = [spec for spec in smoke.values() if "naive" in [arm.profile for arm in spec.arms]]
     assert not [spec.name for spec in with_control if spec.cannot_discriminate]
     families = [spec.incident.file[:3] for spec in with_control]
-    assert sorted(families) == sorted(set(families)) == ["000", "001", "003"]
+    assert sorted(families) == sorted(set(families)) == ["000", "001"]  # 003: not cheap (smoke.yaml says why)
 
 
 def test_every_smoke_entry_says_why_it_is_there():

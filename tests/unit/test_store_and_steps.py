@@ -123,15 +123,17 @@ class _Fault:
         self.window: tuple[float, float] | None = None
 
 
-def _compact_schedule(recovered: threading.Event, windows: list[tuple[float, float]]):
-    """Three triggered faults planned at 0-1 s, 1-2 s and 2-3 s of the inject phase (steady 0.2 s), under a
-    compact schedule; each fires as its window opens; `recovered` says whether the job's samples show recovery."""
+def _compact_schedule(recovered: threading.Event, windows: list[tuple[float, float]], inject: float = 3.0):
+    """Three triggered faults planned at 0-1 s, 1-2 s and 2-3 s of the inject phase (steady 0.2 s, inject `inject`
+    s), under a compact schedule; each fires as its window opens; `recovered` says whether the job's samples show
+    recovery."""
     from chaos import arm_steps
 
     records: list[dict] = []
     spec = SimpleNamespace(schedule="compact", faults=[SimpleNamespace(at=float(i), duration=1.0, on=object())
                                                        for i in range(3)])
-    ctx = SimpleNamespace(spec=spec, phases=SimpleNamespace(steady=0.2), last_start=None, say=lambda message: None,
+    ctx = SimpleNamespace(spec=spec, phases=SimpleNamespace(steady=0.2, inject=inject), last_start=None,
+                          say=lambda message: None,
                           history=SimpleNamespace(schedule=lambda fault, **fields: records.append(fields)))
     schedule = FaultSchedule(ctx)  # type: ignore[arg-type]
 
@@ -174,6 +176,21 @@ def test_a_compact_schedule_opens_the_next_window_once_the_job_has_recovered():
             # no recovery seen: every window at its planned time; only the last one's rest is saved
             assert starts == pytest.approx([0.2, 1.2, 2.2], abs=0.25), starts
             assert schedule.saved_s == pytest.approx(1.0, abs=0.25), schedule.saved_s
+
+
+def test_after_a_compact_schedule_s_last_fault_the_inject_phase_ends_even_when_planned_longer():
+    """An inject phase planned longer than its faults' windows (a suite that shortened the windows) does not idle
+    on after the last fault: what is left of it is saved too."""
+    recovered, windows = threading.Event(), []
+    schedule, records, restore = _compact_schedule(recovered, windows, inject=5.0)
+    try:
+        t0 = time.monotonic()
+        schedule.start(t0, [(i, _Fault(f"f{i}")) for i in range(3)], {0: 0.0, 1: 0.0, 2: 0.0})
+        schedule.join(timeout=10)
+    finally:
+        restore()
+    # no recovery seen: the windows at their planned times, then the last one's rest and the 2 s after it saved
+    assert schedule.saved_s == pytest.approx(3.0, abs=0.25), schedule.saved_s
 
 
 def test_the_phase_marks_after_the_inject_start_move_up_by_what_the_schedule_saved():
