@@ -2,15 +2,12 @@
 once against the broker's own kafka-clients jar and cached by its source's hash."""
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
-from . import artifacts
+from . import artifacts, java_program
 from .errors import InfraError
-from .paths import cache_dir
 
 SOURCE = Path(__file__).with_name("kafka_admin") / "LeaderMove.java"
 
@@ -20,32 +17,9 @@ def _classpath() -> str:
 
 
 def compiled(classpath: str | None = None) -> Path:
-    """The compiled program's directory; compiled on first use (two lanes at once: each in a directory of its
-    own, the first to finish is kept)."""
-    classpath = classpath or _classpath()
-    digest = hashlib.sha256(SOURCE.read_bytes() + classpath.encode()).hexdigest()[:16]
-    out = cache_dir() / "kafka-admin" / digest
-    if (out / "LeaderMove.class").exists():
-        return out
-    javac = shutil.which("javac")
-    if javac is None:
-        raise InfraError("javac was not found: moving partition leaders needs a JDK (OpenJDK 17); install one")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=digest + ".", dir=out.parent))
-    try:
-        done = subprocess.run([javac, "-nowarn", "-cp", classpath, "-d", str(building), str(SOURCE)],
-                              capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            first = (done.stderr or done.stdout).strip().splitlines()[:1]
-            raise InfraError(f"compiling {SOURCE.name} failed: {first[0] if first else 'exit ' + str(done.returncode)}")
-        try:
-            building.rename(out)
-        except OSError:
-            if not (out / "LeaderMove.class").exists():  # another process's copy is there: keep it
-                raise
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
-    return out
+    """The compiled program's directory; compiled on first use (infra/java_program.py)."""
+    return java_program.compiled(SOURCE, classpath or _classpath(), "kafka-admin", "moving partition leaders",
+                                 timeout=120)
 
 
 def move_leaders(bootstrap: str, topic: str, timeout: float = 60.0) -> list[str]:

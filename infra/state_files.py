@@ -4,15 +4,14 @@ record to the end marker). A small Java program (state_files/StateFiles.java), c
 venv's pyspark, the jars the job runs with, and cached by its source's and the jars' hash (as infra/kafka_admin.py)."""
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from . import java_program
 from .errors import InfraError
-from .paths import cache_dir
 
 SOURCE = Path(__file__).with_name("state_files") / "StateFiles.java"
 KINDS = ("sst", "changelog")
@@ -25,33 +24,12 @@ def _jars() -> Path:
 
 
 def compiled(jars: Path | None = None) -> Path:
-    """The compiled program's directory; compiled on first use (two lanes at once: each in a directory of its own,
-    the first to finish is kept)."""
+    """The compiled program's directory; compiled on first use (infra/java_program.py)."""
     jars = jars or _jars()
+    # the jars by name: a class path of `dir/*` is the same string whatever the directory holds
     names = "\n".join(sorted(p.name for p in jars.glob("*.jar")))
-    digest = hashlib.sha256(SOURCE.read_bytes() + names.encode()).hexdigest()[:16]
-    out = cache_dir() / "state-files" / digest
-    if (out / "StateFiles.class").exists():
-        return out
-    javac = shutil.which("javac")
-    if javac is None:
-        raise InfraError("javac was not found: reading state files as Spark does needs a JDK (OpenJDK 17); install one")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=digest + ".", dir=out.parent))
-    try:
-        done = subprocess.run([javac, "-nowarn", "-cp", f"{jars}/*", "-d", str(building), str(SOURCE)],
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            first = (done.stderr or done.stdout).strip().splitlines()[:1]
-            raise InfraError(f"compiling {SOURCE.name} failed: {first[0] if first else 'exit ' + str(done.returncode)}")
-        try:
-            building.rename(out)
-        except OSError:
-            if not (out / "StateFiles.class").exists():  # another process's copy is there: keep it
-                raise
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
-    return out
+    return java_program.compiled(SOURCE, f"{jars}/*", "state-files", "reading state files as Spark does",
+                                 fingerprint=names)
 
 
 def read_state_files(files: Iterable[tuple[str, str, bytes]], timeout: float = 300.0) -> dict[str, str | None]:
