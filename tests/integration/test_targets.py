@@ -45,7 +45,8 @@ faults:
   - {fault: process.kill, target: broker, at: 16s, duration: 10s}
 arms:
   hardened:
-    targets: {exit_code: 0, progress: true, recovery: {within: 25s, lag_below: 5s, healthy_samples: 3},
+    # grouped: the broker is killed 4 s after the proxy heals, sooner than a recovery can be seen (issue 36)
+    targets: {exit_code: 0, progress: true, recovery: {within: 25s, lag_below: 5s, healthy_samples: 3, grouped: true},
               lost: 0, duplicated: 0}
 """
 NO_HOOK_RUN = """
