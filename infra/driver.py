@@ -15,9 +15,10 @@ from pathlib import Path
 from job import spark as job_spark
 from job.settings import from_args
 
+from .access import KAFKA_PASSWORD_ENV, KAFKA_USERNAME_ENV, StackInfo
 from .cds import ClassArchives
 from .procs import ManagedProcess
-from .stack import KAFKA_PASSWORD_ENV, KAFKA_USERNAME_ENV, StackInfo, StackLike
+from .stack import StackLike
 from .tls import TlsFiles
 
 # AWS SDK v2 (hadoop-aws 3.5 and the SDK 2.x bundle pinned in infra/artifacts.lock.json): reads

@@ -10,13 +10,12 @@ they are, and tears them down on success, failure and interrupt.
 S3 traffic: clients -> Toxiproxy `s3` (s3_endpoint) -> s3proxy -> MinIO; s3_direct_endpoint bypasses both.
 
 Backends (infra/local.py, infra/containers.py) only launch commands that infra/components.py builds;
-everything else — ports, credentials, proxies, readiness order, teardown — lives here, once.
+everything else — ports, credentials, proxies, readiness order, teardown — lives here, once. What clients reach the
+stack by (StackInfo) and log in with (Credentials, KafkaLogin) is defined in infra/access.py.
 """
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import shutil
 import signal
 import sys
@@ -24,11 +23,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Iterator, Protocol, Self, TypeVar
+from typing import Callable, Iterator, Protocol, Self, TypeVar
 
 from . import artifacts, components, registry
+from .access import Credentials, DriverSlot, KafkaLogin, StackInfo
 from .artifacts import ArtifactPaths
 from .cds import ArchiveSet, ClassArchives
 from .components import DRIVER_ADVERTISED_HOST, LOOPBACK, LaunchSpec, Ports, Runtime
@@ -80,86 +79,6 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class DriverSlot:
-    """Ports a Spark driver binds, and the address executors are told to use (the `spark-driver` proxy)."""
-
-    bind_host: str
-    advertised_host: str
-    rpc_port: int
-    block_manager_port: int
-
-
-@dataclass(frozen=True)
-class StackInfo:
-    """Where everything is. Safe to write to disk: it holds no secret."""
-
-    backend: str
-    run_dir: str
-    kafka_bootstrap: str          # through the brokers' proxies: what the job and the workload use
-    kafka_internal_bootstrap: str  # straight to the brokers: harness probes that must work during faults
-    s3_endpoint: str              # through the `s3` proxy (and s3proxy behind it)
-    s3_direct_endpoint: str       # straight to MinIO: harness reads that must work during faults
-    bucket: str
-    toxiproxy_api: str
-    spark_master: str
-    spark_master_ui: str
-    spark_jars: list[str]
-    spark_home: str
-    driver: DriverSlot
-    proxies: dict[str, dict[str, str]]
-    s3proxy_api: str = ""         # the S3 fault proxy's control API (infra/s3proxy.py)
-    start_seconds: dict[str, float] = field(default_factory=dict)
-    # Class-data archives for the JVMs drivers start (the driver's own, the executors'): ClassArchives.to_dict()
-    class_archives: dict = field(default_factory=dict)
-    topology: str = "single"
-    # TLS on S3 (Stack(s3_tls=True)): the PEM of the CA MinIO's and s3proxy's certificate is signed by, and the PKCS12
-    # trust store of it the JVMs use (infra/tls.py); "" when S3 is plain HTTP
-    s3_ca_bundle: str = ""
-    s3_truststore: str = ""
-    # SASL on the brokers' proxied listener (Stack(kafka_sasl=True)): the mechanism and the login's username; the
-    # password is the stack's, never here. "" when clients connect without a login.
-    kafka_sasl_mechanism: str = ""
-    kafka_sasl_username: str = ""
-    brokers: list[str] = field(default_factory=lambda: ["kafka"])  # component and proxy names, node 1 first
-    workers: list[str] = field(default_factory=lambda: ["spark-worker"])
-    replication_factor: int = 1   # what the harness creates topics with
-    min_insync_replicas: int = 1
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> "StackInfo":
-        raw = json.loads(text)
-        raw["driver"] = DriverSlot(**raw["driver"])
-        return cls(**raw)
-
-
-@dataclass(frozen=True)
-class _Secret:
-    """A name and its secret that processes get only through their environment (ENV: the two variables), never on
-    a command line; random() makes a fresh one for a stack of its own."""
-    ENV: ClassVar[tuple[str, str]]
-    NAME_BYTES: ClassVar[int] = 6
-
-    @classmethod
-    def random(cls) -> Self:
-        return cls("chaos-" + secrets.token_hex(cls.NAME_BYTES), secrets.token_urlsafe(24))  # type: ignore[call-arg]
-
-    def as_env(self) -> dict[str, str]:
-        return dict(zip(self.ENV, astuple(self)))
-
-
-@dataclass(frozen=True)
-class Credentials(_Secret):
-    """MinIO's keys, as the standard AWS variables, which the S3A connector's EnvironmentVariableCredentialsProvider
-    (AWS SDK v2) and the job's own S3 client read."""
-    ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-    access_key: str
-    secret_key: str = field(repr=False)  # never in a log line or a traceback
-
-
 class StackLike(Protocol):
     """What a run uses of a stack: the stack this module starts (`Stack`, on the local or containers backend), or an
     environment described by a target file (chaos/target/stack.py, `chaos run --target`). Faults, probes and the
@@ -183,24 +102,6 @@ class StackLike(Protocol):
     def adopt(self, launch: Callable[[], _H], component: str | None = None) -> _H: ...
     def restart(self, component: str, grace: float = 5.0) -> float: ...
     def reset(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class KafkaLogin(_Secret):
-    """The one SASL login of a stack whose brokers ask for one (Stack(kafka_login=...)), as the variables the job's
-    Kafka clients read it from (their JAAS line names them: infra/driver.py)."""
-    ENV = ("KAFKA_USERNAME", "KAFKA_PASSWORD")
-    NAME_BYTES = 4
-    username: str
-    password: str = field(repr=False)
-
-    def client_config(self) -> dict[str, str]:
-        """librdkafka settings that log in with it."""
-        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": components.SASL_MECHANISM,
-                "sasl.username": self.username, "sasl.password": self.password}
-
-
-KAFKA_USERNAME_ENV, KAFKA_PASSWORD_ENV = KafkaLogin.ENV
 
 
 def _backend(name: str, run_dir: Path) -> Backend:

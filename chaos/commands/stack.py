@@ -28,7 +28,7 @@ _restarts_asked: dict[str, float] = {}  # component -> deadline (monotonic)
 def _credentials_from_env():
     """MinIO's keys from the variables the target names: another process with the same environment reaches the
     stack, and no value is ever written. Exit 2 (nothing started) when they are missing or too short for MinIO."""
-    from infra.stack import Credentials
+    from infra.access import Credentials
 
     from ..target.from_stack import ACCESS_KEY_ENV, SECRET_KEY_ENV
 
@@ -44,7 +44,7 @@ def _credentials_from_env():
 def _kafka_login_from_env():
     """The brokers' SASL login from KAFKA_USERNAME and KAFKA_PASSWORD, which the target names (as the AWS keys are);
     exit 2 when they are missing or unusable."""
-    from infra.stack import KAFKA_PASSWORD_ENV, KAFKA_USERNAME_ENV, KafkaLogin
+    from infra.access import KAFKA_PASSWORD_ENV, KAFKA_USERNAME_ENV, KafkaLogin
 
     username, password = os.environ.get(KAFKA_USERNAME_ENV, ""), os.environ.get(KAFKA_PASSWORD_ENV, "")
     if not re.fullmatch(r"[A-Za-z0-9_.-]{3,64}", username) or len(password) < MIN_SECRET_KEY or '"' in password:
@@ -67,7 +67,8 @@ def _target_path(path: Path) -> Path:
 
 def stack_up(backend: str, target: Path | None, out: Path | None, topology: str = "single",
              s3_tls: bool = False, kafka_sasl: bool = False) -> int:
-    from infra.stack import KafkaLogin, Stack
+    from infra.access import KafkaLogin
+    from infra.stack import Stack
 
     credentials = _credentials_from_env() if target is not None else None
     kafka_login = (_kafka_login_from_env() if target is not None else KafkaLogin.random()) if kafka_sasl else None

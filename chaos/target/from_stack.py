@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from infra.driver import S3_REGION, cluster_conf, sasl_kafka_options
-from infra.stack import KAFKA_PASSWORD_ENV, KAFKA_USERNAME_ENV
+from infra.access import KAFKA_PASSWORD_ENV, KAFKA_USERNAME_ENV
 
 from .model import Target, parse_target
 

@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Callable, TypeVar
 from urllib.parse import urlsplit
 
+from infra.access import DriverSlot, StackInfo
 from infra.driver import ENV_CREDENTIALS_PROVIDER
 from infra.errors import InfraError
 from infra.s3proxy import S3ProxyClient
-from infra.stack import DriverSlot, Handle, StackInfo, StartedInContext, host_spark_home, signals_deferred
+from infra.stack import Handle, StartedInContext, host_spark_home, signals_deferred
 from infra.toxiproxy import ToxiproxyClient
 from job.settings import from_args
 

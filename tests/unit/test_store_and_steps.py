@@ -1,4 +1,4 @@
-"""The run store (chaos/store.py) keeps docs/run-store.md's format; the arm's phase clock (chaos/arm_steps.py) marks
+"""The run store (chaos/store.py) keeps docs/run-store.md's format; the arm's phase clock (chaos/arm_schedule.py) marks
 the phases in order without a stack."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from chaos.arm_steps import FaultSchedule, PhaseClock, recovered_since
+from chaos.arm_schedule import FaultSchedule, PhaseClock, recovered_since
 from chaos.probes import Sampler
 from chaos.spec.model import Recovery
 from chaos.store import RunRecord, RunStore, new_run_dir
@@ -127,7 +127,7 @@ def _compact_schedule(recovered: threading.Event, windows: list[tuple[float, flo
     """Three triggered faults planned at 0-1 s, 1-2 s and 2-3 s of the inject phase (steady 0.2 s, inject `inject`
     s), under a compact schedule; each fires as its window opens; `recovered` says whether the job's samples show
     recovery."""
-    from chaos import arm_steps
+    from chaos import arm_schedule
 
     records: list[dict] = []
     spec = SimpleNamespace(schedule="compact", faults=[SimpleNamespace(at=float(i), duration=1.0, on=object())
@@ -138,15 +138,15 @@ def _compact_schedule(recovered: threading.Event, windows: list[tuple[float, flo
     schedule = FaultSchedule(ctx)  # type: ignore[arg-type]
 
     def run_triggered(fault, start, end, index):
-        arm_steps.sleep_until(start)
+        arm_schedule.sleep_until(start)
         fault.window = (start, end)
         windows.append((start, end))
         fault.healed_at = time.monotonic()
 
     schedule._run_triggered = run_triggered  # type: ignore[method-assign]
-    original = arm_steps.recovered_since
-    arm_steps.recovered_since = lambda ctx, since: recovered.is_set()  # type: ignore[assignment]
-    return schedule, records, lambda: setattr(arm_steps, "recovered_since", original)
+    original = arm_schedule.recovered_since
+    arm_schedule.recovered_since = lambda ctx, since: recovered.is_set()  # type: ignore[assignment]
+    return schedule, records, lambda: setattr(arm_schedule, "recovered_since", original)
 
 
 def test_a_compact_schedule_opens_the_next_window_once_the_job_has_recovered():

@@ -199,7 +199,7 @@ def test_doctor_on_a_missing_file_exits_2(tmp_path):
 def _fake_stack(tmp_path: Path, backend: str = "local"):
     from types import SimpleNamespace
 
-    from infra.stack import DriverSlot, StackInfo
+    from infra.access import DriverSlot, StackInfo
 
     info = StackInfo(backend=backend, run_dir=str(tmp_path), kafka_bootstrap="127.0.0.1:41001",
                      kafka_internal_bootstrap="127.0.0.1:41002", s3_endpoint="http://127.0.0.1:41003",
