@@ -232,7 +232,7 @@ class BaseFault:
     @property
     def spent(self) -> bool:
         """Whether the fault, injected, has nothing left in place before its heal (a second deployment that was
-        refused and exited): under a compact schedule its window ends then (chaos/arm_steps.py)."""
+        refused and exited): under a compact schedule its window ends then (chaos/arm_schedule.py)."""
         return False
 
     @property
