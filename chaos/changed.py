@@ -1,6 +1,7 @@
 """Which experiments a change can affect: `chaos run --changed-since REF`.
 
-An experiment depends on its spec file, the suite file that shaped it, the code of its fault kinds (and of lifecycle
+An experiment depends on its spec file, the suite file that shaped it, the code of its fault kinds (their own code in
+their family module, and the files outside chaos/faults/ each kind names in `needs.code`; and the code of lifecycle
 triggers when a fault has `on:`), and on everything every run uses: the job, the stack, the harness's run loop and
 checkers. The rules below are deliberately conservative: a changed file the table does not know makes every
 experiment run, and so does a change to the fault kinds' shared code (chaos/faults/base.py, registry.py). Only files
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from . import errors
+from .faults import registry as fault_registry  # by module: its kinds are read when a change is judged
 from .spec import ExperimentSpec
 
 # Changing one of these cannot change a run or its verdict (chaos/target/: files and runs of a target, never a run on
@@ -27,16 +29,6 @@ INERT = ("docs/*", "*.md", "tests/*", "reports/*", ".ci/*", "chaos/report/*", "c
          "chaos/mutate.py", "chaos/crash_tally.py", "chaos/suite_timing.py", "chaos/changed.py", ".gitignore",
          "LICENSE", "experiments/README.md", "experiments/schema.json", "chaos/target/*")
 
-# Code owned by some fault kinds only: a change to it reruns the experiments that use one of those kinds.
-KIND_FILES: Mapping[str, tuple[str, ...]] = {
-    "infra/toxiproxy.py": ("network.",),
-    "chaos/checkpoint_tools.py": ("checkpoint.corrupt",),
-    "chaos/checkpoint_damage.py": ("checkpoint.corrupt",),
-    "infra/s3proxy.py": ("s3.",),
-    "infra/s3proxy/*": ("s3.",),
-    "infra/kafka_admin.py": ("broker.leader_move",),
-    "infra/kafka_admin/*": ("broker.leader_move",),
-}
 # Code that lifecycle triggers (`on:`) run on; s3proxy sees the job's requests for them.
 TRIGGER_FILES = ("chaos/triggers.py", "chaos/lifecycle.py", "infra/s3proxy.py", "infra/s3proxy/*")
 # Fault kinds live in one module per family (chaos/faults/network.py, ...): a changed line inside a kind's own code
@@ -105,8 +97,10 @@ def kinds_of_change(change: Change, sections: Mapping[str, Spans] | None) -> set
     return touched
 
 
-def _uses(spec: ExperimentSpec, prefixes: Iterable[str]) -> bool:
-    return any(f.fault.startswith(p) or f.fault == p for f in spec.faults for p in prefixes)
+def served_kinds(path: str) -> set[str]:
+    """The fault kinds whose `needs.code` names `path`: code outside chaos/faults/ that only they use, so a change to
+    it reruns the experiments that use one of them."""
+    return {name for name, kind in fault_registry.FAULTS.items() if _matches(path, kind.needs.code)}
 
 
 def select(specs: Sequence[ExperimentSpec], changes: Sequence[Change], suite_source: str | None,
@@ -144,11 +138,12 @@ def select(specs: Sequence[ExperimentSpec], changes: Sequence[Change], suite_sou
                 if used:
                     by_name.setdefault(spec.name, f"{path}: the code of {', '.join(used)} changed")
             continue
-        owned = next((prefixes for pattern, prefixes in KIND_FILES.items() if fnmatch.fnmatch(path, pattern)), None)
-        if owned is not None or _matches(path, TRIGGER_FILES):
+        owned = served_kinds(path)
+        if owned or _matches(path, TRIGGER_FILES):
             for spec in specs:
-                if owned is not None and _uses(spec, owned):
-                    by_name.setdefault(spec.name, f"{path} changed (it serves {', '.join(owned)} faults)")
+                served = sorted({f.fault for f in spec.faults} & owned)
+                if served:
+                    by_name.setdefault(spec.name, f"{path} changed (it serves {', '.join(served)} faults)")
                 elif _matches(path, TRIGGER_FILES) and any(f.on is not None for f in spec.faults):
                     by_name.setdefault(spec.name, f"{path} changed (it serves lifecycle triggers)")
             continue

@@ -11,13 +11,20 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from .faults import registry as fault_registry  # by module: its kinds are read as a run is tallied
 from .history import read_history
+
+
+def _kills(record: dict) -> bool:
+    """A firing of a kind that kills the process it targets (its kind declares `kills`)."""
+    kind = fault_registry.kind_of(record.get("name"))
+    return kind is not None and kind.kills
 
 
 def arm_tally(arm_dir: Path) -> dict:
     records = read_history(arm_dir / "history.jsonl")
     fired = [r for r in records if r["type"] == "trigger"]
-    kills = [r for r in fired if r.get("name") == "process.kill"]
+    kills = [r for r in fired if _kills(r)]
     oracle = _json(arm_dir / "oracle.json") or {}
     result = _json(arm_dir / "result.json") or {}
     spec = _json(arm_dir.parent / "spec.json") or {}

@@ -1,8 +1,8 @@
 """The queue a run's lanes take their one-node experiments from, one at a time (chaos/lanes.py).
 
 Why a queue and not a share fixed at the start:
-- Experiments that restart processes (process faults: kills, pauses; checkpoint faults: a second deployment, a
-  corrupted checkpoint the job restarts on) must not run beside one another. On two cores two such arms side by side
+- Experiments that restart processes (a fault whose kind declares `restarts_processes`: kills, pauses, a second
+  deployment, a corrupted checkpoint the job restarts on) must not run beside one another. On two cores two such arms side by side
   pushed restarts and catch-ups over the bounds measured one at a time: a two-lane nightly failed 6 arms that way
   and none otherwise (docs/lab-notes.md, "The nightly on two lanes, again"). A queue lets the other lane take a
   network, S3 or data experiment meanwhile instead of waiting.
@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+from .faults import registry as fault_registry  # by module: its kinds are read when a queue is planned
 from .spec import ExperimentSpec
 
-RESTARTING_KINDS = ("process.", "checkpoint.")
 POLL_S = 1.0
 
 
@@ -40,7 +40,7 @@ def queue_dir(run_dir: Path) -> Path:
 
 def restarts_processes(spec: ExperimentSpec) -> bool:
     """Whether an experiment's faults kill, pause or restart a process (the job's, a broker's, a second driver)."""
-    return any(fault.fault.startswith(RESTARTING_KINDS) for fault in spec.faults)
+    return any(fault_registry.FAULTS[fault.fault].restarts_processes for fault in spec.faults)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A job that restarts forever through an outage that will not end looks alive and serves nothing; its operators
 learn of the outage only from what stops arriving. The hardened job spends a failure budget and then ends with a
 documented failure code and one `job:` line (job/__main__.py). Judged from the history: from the start of the first
-lasting fault (its `injecting` record; workload shapes, `data.*`, are not outages) to the job's driver exiting by
+lasting fault (its `injecting` record; a workload shape, a kind that declares a `reshape`, is no outage) to the job's driver exiting by
 itself with a documented failure code. An exit the harness caused (a kill, a stop: its record carries a `cause`)
 and an exit by signal are no report.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .base import CheckDef, ControlData, settle
+from .recovery import shapes_workload
 from .timeline import Check, Timeline, at_time, secs, time_of
 
 # job/__main__.py: 1 failed and not restarted, 2 bad arguments, 3 refused, 4 failure budget exceeded, 5 no state
@@ -24,7 +25,7 @@ REPORTED_CODES = {1: "failed, not restarted", 2: "bad arguments", 3: "refused", 
 def outage_start(tl: Timeline) -> Mapping[str, object] | None:
     """The first `injecting` record of a fault that is not a workload shape."""
     return next((f for f in tl.faults if f.get("state") == "injecting"
-                 and not str(f.get("name")).startswith("data.")), None)
+                 and not shapes_workload(f)), None)
 
 
 def job_report(tl: Timeline, after: float) -> Mapping[str, object] | None:

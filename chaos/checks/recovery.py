@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Mapping, Sequence, cast
 
+from ..faults import registry as fault_registry  # by module: read as a history is judged
 from ..spec import ExperimentSpec, Recovery
 from .base import CheckDef, ControlData, settle
 from .timeline import Check, Timeline, at_time, metric, num, secs, time_of
@@ -41,12 +42,22 @@ class RecoveryTime:
                                         else "not recovered")
 
 
-# Faults whose effect is over as they act (a kill, a damaged file, leadership moved) or that only reshape the
-# workload: recovery is measured from what they did to the job (the restarts they cause, an executor lost, leaders
-# moved), not from their heal, which does nothing for the job; their windows do not hold other recoveries back.
-MOMENTARY_FAULTS = ("process.kill", "broker.leader_move", "checkpoint.corrupt", "data.hot_key", "data.key_rotation")
-# ... of them, those that only reshape the workload: their heal (the workload back to normal) is the disruption.
-WORKLOAD_FAULTS = ("data.hot_key", "data.key_rotation")
+
+def momentary(record: Mapping[str, object]) -> bool:
+    """A fault record of a kind whose effect is over as it acts (a kill, a damaged file, leadership moved) or that
+    only reshapes the workload (its kind declares `momentary`): recovery is measured from what it did to the job (the
+    restarts it causes, an executor lost, leaders moved), not from its heal, which does nothing for the job; its
+    window holds no other recovery back. A name no kind declares counts as lasting."""
+    kind = fault_registry.kind_of(record.get("name"))
+    return kind is not None and kind.momentary
+
+
+def shapes_workload(record: Mapping[str, object]) -> bool:
+    """A fault record of a kind that only reshapes the workload: its heal (the workload back to normal) is a
+    disruption, and its start is neither an outage nor a hit on the job."""
+    kind = fault_registry.kind_of(record.get("name"))
+    return kind is not None and kind.shapes_workload
+
 # Servers the harness restarts after a kill: the job can recover only once they are back.
 RESTARTED_SERVERS = ("job-driver", "broker", "minio")
 
@@ -58,7 +69,7 @@ def _lasting_windows(tl: Timeline) -> list[tuple[float, float]]:
     windows: list[tuple[float, float]] = []
     open_at: dict[tuple[object, object], float] = {}
     for record in tl.faults:
-        if record.get("name") in MOMENTARY_FAULTS:
+        if momentary(record):
             continue
         key, state = (record.get("name"), record.get("target")), record.get("state")
         if state == "injecting":
@@ -91,7 +102,7 @@ def disruptions(tl: Timeline) -> list[Mapping[str, object]]:
     checkpoint just damaged; a server restarted; an executor lost; leaders moved), when no lasting fault is still
     acting right after it (recovery under another fault's effect is measured from that fault's heal)."""
     found = [f for f in tl.faults if f.get("state") == "healed"
-             and (f.get("name") not in MOMENTARY_FAULTS or f.get("name") in WORKLOAD_FAULTS)]
+             and (not momentary(f) or shapes_workload(f))]
     found += [j for j in tl.jobs if _what_the_job_lost(j)]
     windows = _lasting_windows(tl)
     return sorted((r for r in found if not any(start < time_of(r) < end for start, end in windows)), key=time_of)
@@ -232,7 +243,7 @@ def _interruptions(tl: Timeline) -> list[float]:
     """When something new hits the job: a fault begins (workload reshaping aside), or its driver is killed or
     stopped."""
     times = [time_of(f) for f in tl.faults
-             if f.get("state") == "injecting" and not str(f.get("name")).startswith("data.")]
+             if f.get("state") == "injecting" and not shapes_workload(f)]
     # An exit with a cause was done to it (a kill, a stop to damage its checkpoint); the arm's final stop has none.
     times += [time_of(j) for j in tl.jobs if j.get("event") == "exited" and j.get("cause")]
     return sorted(times)

@@ -1,9 +1,11 @@
 """What a fault kind is: its declaration (`FaultKind`: targets, params, validation, workload shaping, implementation)
 and the protocol of its implementation (`BaseFault`: inject then heal, recorded in the history).
 
-A fault kind lives in one module of its family (network.py, process.py, checkpoint.py, data.py, s3.py): the module
-declares `KINDS`, and chaos/faults/registry.py finds each by name. Nothing else names a kind: the spec validates a
-fault with its kind's params and `validate`, the runner builds its `implementation` and plans its `reshape`.
+A fault kind lives in one module of its family (network.py, process.py, broker.py, checkpoint.py, data.py, s3.py):
+the module declares `KINDS`, and chaos/faults/registry.py finds each by name. Nothing else names a kind: the spec
+validates a fault with its kind's params and `validate`, the runner builds its `implementation` and plans its
+`reshape`, and every other module asks the kind what it declares (`momentary`, `restarts_processes`, `kills`,
+`starts_deployment`, `min_brokers`, `needs`) instead of testing its name or family.
 
 Each fault is a small protocol: `inject()` then `heal()`; heal is idempotent and is called again in the runner's
 `finally` whatever happened, so a fault never outlives its run. A fault acts on the world through a `FaultContext`
@@ -83,6 +85,18 @@ Reshaper = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
+class Needs:
+    """What a kind acts through. A target must provide it (chaos/target/gate.py skips an arm otherwise), and a
+    change to its `code` reruns the experiments that use the kind (chaos/changed.py)."""
+
+    toxiproxy: bool = False  # a Toxiproxy proxy in front of the component it targets
+    s3_fault_proxy: bool = False  # the S3 fault proxy (s3proxy) in the job's S3 path
+    hook: bool = False  # a way to signal the process it targets: on a target, a hook (the job's driver is ours)
+    # Files outside chaos/faults/ (fnmatch patterns) that serve this kind, and no kind that does not name them.
+    code: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class FaultKind:
     name: str
     summary: str
@@ -92,10 +106,30 @@ class FaultKind:
     validate: Validator | None = None
     triggerable: bool = False  # may fire on a lifecycle event (`on:`, chaos/triggers.py); if it heals, for `for`
     instant: bool = False  # acts at once: `for` means nothing to it
-    # Its effect is over as it acts (a kill, a damaged file) or it only reshapes the workload: recovery is measured
-    # from the restarts it causes (chaos/checks/recovery.py MOMENTARY_FAULTS, the checks' own copy, must agree).
+    # Its effect is over as it acts (a kill, a damaged file, leaders moved) or it only reshapes the workload: recovery
+    # is measured from what it did to the job, not from its heal, and its window holds no other recovery back
+    # (chaos/checks/recovery.py).
     momentary: bool = False
     reshape: Reshaper | None = None  # data kinds: the workload of their window
+    # It kills, pauses or (re)starts a process (the job's driver, a server, a second driver): two such experiments
+    # side by side on two cores pushed restarts past their bounds, so the lane queue runs them one at a time
+    # (chaos/lane_queue.py).
+    restarts_processes: bool = False
+    # It ends the process it targets by signal and the harness brings back what it killed: on a target, a hook's
+    # restart command and the server's own endpoint, to see it down (chaos/target/gate.py); `chaos bench crashes`
+    # counts its firings (chaos/crash_tally.py).
+    kills: bool = False
+    # It starts another deployment of the job on the arm's checkpoint: what a `refused_within` target judges, so
+    # that target needs such a fault (chaos/spec/experiment.py).
+    starts_deployment: bool = False
+    min_brokers: int = 1  # the brokers its stack must run: the spec refuses a topology of fewer
+    needs: Needs = Needs()
+
+    @property
+    def shapes_workload(self) -> bool:
+        """It only changes the workload's shape for its window: no outage and no hit on the job; its heal (the
+        workload back to normal) is what recovery is measured from."""
+        return self.reshape is not None
 
 
 class ArmControl(Protocol):

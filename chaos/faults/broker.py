@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from infra.errors import InfraError
 from infra.kafka_admin import compiled, move_leaders
 
-from .base import BaseFault, FaultError, FaultKind, Param, params
+from .base import BaseFault, FaultError, FaultKind, Needs, Param, params
 from .process import validate_repeats
 
 if TYPE_CHECKING:
@@ -81,5 +81,6 @@ KINDS = (
                   count=Param("int", "number of moves", default=1, minimum=1, maximum=100),
                   interval=Param("duration", "time between moves (default: duration / count)", minimum=0.001,
                                  scaled=True),
-              ), implementation=LeaderMove, validate=_validate_move, triggerable=True, instant=True, momentary=True),
+              ), implementation=LeaderMove, validate=_validate_move, triggerable=True, instant=True, momentary=True,
+              min_brokers=2, needs=Needs(code=("infra/kafka_admin.py", "infra/kafka_admin/*"))),
 )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .. import checkpoint_damage
 from ..spec.fields import EPSILON, Invalid, fmt_seconds
-from .base import JOB_EXIT_REFUSED, BaseFault, FaultError, FaultKind, Param, job_line, params
+from .base import JOB_EXIT_REFUSED, BaseFault, FaultError, FaultKind, Needs, Param, job_line, params
 
 if TYPE_CHECKING:
     from ..spec.model import Fault
@@ -154,7 +154,8 @@ KINDS = (
                              "keeps running and the second starts `stagger` into the fault", required=True,
                              choices=("simultaneous", "staggered")),
                   stagger=Param("duration", "delay of the second start (staggered only)", minimum=0.001),
-              ), implementation=SecondDeployment, validate=_validate_second_deployment),
+              ), implementation=SecondDeployment, validate=_validate_second_deployment, restarts_processes=True,
+              starts_deployment=True),
     FaultKind("checkpoint.corrupt", "a checkpoint file is damaged while the job is down (stopped, or killed at a "
               "lifecycle event with `on`); the job then restarts on it", ("checkpoint",), params(
                   kind=Param("choice", "which kind of file (any: drawn with the seed among those present)",
@@ -166,5 +167,6 @@ KINDS = (
                                "entries first)", required=True, choices=("bit_flip", "truncate", "footer",
                                                                          "zero_fill"), many=True),
               ), implementation=CorruptCheckpoint, validate=_validate_corrupt, triggerable=True, instant=True,
-              momentary=True),
+              momentary=True, restarts_processes=True,
+              needs=Needs(code=("chaos/checkpoint_tools.py", "chaos/checkpoint_damage.py"))),
 )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from infra.errors import InfraError
 
 from ..spec.fields import EPSILON, Invalid, fmt_seconds
-from .base import BaseFault, FaultError, FaultKind, Param, params
+from .base import BaseFault, FaultError, FaultKind, Needs, Param, params
 
 if TYPE_CHECKING:
     from ..spec.model import Fault
@@ -123,6 +123,10 @@ def _toxic(**declared: Param) -> Mapping[str, Param]:
     return params(**declared, **_TOXIC)
 
 
+# Every network kind acts through a Toxiproxy proxy, driven by infra/toxiproxy.py.
+_NEEDS = Needs(toxiproxy=True, code=("infra/toxiproxy.py",))
+
+
 # kind -> (Toxiproxy toxic type, its attributes from the fault's params)
 TOXICS: Mapping[str, tuple[str, Callable[[Mapping[str, Any]], Mapping[str, object]]]] = {
     "network.latency": ("latency", lambda p: {"latency": round(p["latency"] * 1000), "jitter": round(p["jitter"] * 1000)}),
@@ -136,33 +140,33 @@ TOXICS: Mapping[str, tuple[str, Callable[[Mapping[str, Any]], Mapping[str, objec
 
 KINDS = (
     FaultKind("network.down", "the proxy is disabled: connections are refused and open ones closed",
-              TARGETS, implementation=ProxyDown, triggerable=True),
+              TARGETS, implementation=ProxyDown, triggerable=True, needs=_NEEDS),
     FaultKind("network.latency", "every chunk is delayed", TARGETS, _toxic(
         latency=Param("duration", "added delay", required=True, minimum=0.0),
         jitter=Param("duration", "random +/- variation of the delay", default=0.0, minimum=0.0),
-    ), implementation=Toxic, triggerable=True),
+    ), implementation=Toxic, triggerable=True, needs=_NEEDS),
     FaultKind("network.bandwidth", "throughput is capped", TARGETS, _toxic(
         rate_kbps=Param("int", "KB/s allowed", required=True, minimum=0),
-    ), implementation=Toxic),
+    ), implementation=Toxic, needs=_NEEDS),
     FaultKind("network.timeout", "data stops; the connection closes after timeout_ms (0: held open forever)",
               TARGETS, _toxic(
                   timeout_ms=Param("int", "ms before the connection is closed", default=0, minimum=0),
-              ), implementation=Toxic, triggerable=True),
+              ), implementation=Toxic, triggerable=True, needs=_NEEDS),
     FaultKind("network.reset_peer", "connections are reset (TCP RST) after timeout_ms", TARGETS, _toxic(
         timeout_ms=Param("int", "ms before the reset", default=0, minimum=0),
-    ), implementation=Toxic, triggerable=True),
+    ), implementation=Toxic, triggerable=True, needs=_NEEDS),
     FaultKind("network.slicer", "data is cut into small slices with a delay between them", TARGETS, _toxic(
         average_size=Param("int", "average slice size in bytes", default=64, minimum=1),
         size_variation=Param("int", "slice size variation in bytes", default=32, minimum=0),
         delay_us=Param("int", "delay between slices in microseconds", default=10, minimum=0),
-    ), implementation=Toxic),
+    ), implementation=Toxic, needs=_NEEDS),
     FaultKind("network.limit_data", "connections are closed after this many bytes", TARGETS, _toxic(
         bytes=Param("int", "bytes let through per connection", required=True, minimum=0),
-    ), implementation=Toxic),
+    ), implementation=Toxic, needs=_NEEDS),
     FaultKind("network.flap", "the proxy goes down for `down` at the start of every `period`", TARGETS,
               params(
                   period=Param("duration", "one down+up cycle", required=True, minimum=0.001, scaled=True),
                   down=Param("duration", "down time within each cycle", required=True, minimum=0.001,
                              scaled=True),
-              ), implementation=Flap, validate=_validate_flap),
+              ), implementation=Flap, validate=_validate_flap, needs=_NEEDS),
 )

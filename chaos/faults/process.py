@@ -12,7 +12,7 @@ from infra.errors import InfraError
 from infra.procs import descendants_running
 
 from ..spec.fields import EPSILON, Invalid, fmt_seconds
-from .base import BaseFault, FaultError, FaultKind, Param, params
+from .base import BaseFault, FaultError, FaultKind, Needs, Param, params
 
 if TYPE_CHECKING:
     from ..spec.model import Fault
@@ -324,7 +324,9 @@ KINDS = (
                   restart=Param("choice", "when a killed broker or MinIO comes back: at once, or when the fault "
                                 "heals (lost for its window)", default="at_once", choices=("at_once", "at_heal")),
                   **_TARGETING,
-              ), implementation=Kill, validate=_validate_kill, triggerable=True, instant=True, momentary=True),
+              ), implementation=Kill, validate=_validate_kill, triggerable=True, instant=True, momentary=True,
+              restarts_processes=True, kills=True, needs=Needs(hook=True)),
     FaultKind("process.pause", "the process is stopped (SIGSTOP) for the fault's duration, then continued",
-              TARGETS, params(**_TARGETING), implementation=Pause, validate=_validate_targeting, triggerable=True),
+              TARGETS, params(**_TARGETING), implementation=Pause, validate=_validate_targeting, triggerable=True,
+              restarts_processes=True, needs=Needs(hook=True)),
 )

@@ -24,5 +24,11 @@ IMPLEMENTATIONS: Mapping[str, type[BaseFault]] = MappingProxyType(
     {name: kind.implementation for name, kind in FAULTS.items() if kind.implementation is not None})
 
 
+def kind_of(name: object) -> FaultKind | None:
+    """The kind a fault's name (a spec's, a stored history record's) names; None for a name no family declares (a
+    stored run's kind since renamed). Read at call time, so every module asks the one registry."""
+    return FAULTS.get(name) if isinstance(name, str) else None
+
+
 def build(fault: Fault, ctx: FaultContext) -> BaseFault:
     return IMPLEMENTATIONS[fault.fault](fault, ctx)

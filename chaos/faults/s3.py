@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping
 from infra.errors import InfraError
 from infra.s3proxy import S3ProxyClient
 
-from .base import BaseFault, FaultKind, Param, params
+from .base import BaseFault, FaultKind, Needs, Param, params
 
 OPS = ("PUT", "COPY", "GET", "HEAD", "DELETE", "LIST", "POST")
 
@@ -59,25 +59,27 @@ _WRITES = Param("choice", "which writes (COPY: the rename that finishes an uploa
 _PROBABILITY = Param("number", "fraction of matching requests affected", default=1.0, minimum=0.0, maximum=1.0)
 _DELAY = Param("duration", "added delay per request", required=True, minimum=0.001)
 _JITTER = Param("duration", "random +/- variation of the delay", default=0.0, minimum=0.0)
+# Every S3 kind is a rule of the S3 fault proxy, driven by infra/s3proxy.py (the proxy's own code: infra/s3proxy/).
+_NEEDS = Needs(s3_fault_proxy=True, code=("infra/s3proxy.py", "infra/s3proxy/*"))
 
 KINDS = (
     FaultKind("s3.slow_put", "writes (PUT, and the COPY that renames an upload) are delayed; reads are not", ("s3",),
               params(delay=_DELAY, jitter=_JITTER, keys=_KEYS, ops=_WRITES), implementation=S3Rule,
-              triggerable=True),
+              triggerable=True, needs=_NEEDS),
     FaultKind("s3.error", "matching requests are answered with an S3 error (503 SlowDown or 500 InternalError) "
               "instead of reaching MinIO", ("s3",), params(
                   status=Param("choice", "503: SlowDown; 500: InternalError", default=503, choices=(503, 500)),
                   keys=_KEYS,
                   ops=Param("choice", "which operations", default=("PUT", "COPY"), choices=OPS, many=True),
                   probability=_PROBABILITY,
-              ), implementation=S3Rule, triggerable=True),
+              ), implementation=S3Rule, triggerable=True, needs=_NEEDS),
     FaultKind("s3.drop_response", "writes are stored by MinIO, but their answer never reaches the client", ("s3",),
-              params(keys=_KEYS, ops=_WRITES, probability=_PROBABILITY), implementation=S3Rule, triggerable=True),
+              params(keys=_KEYS, ops=_WRITES, probability=_PROBABILITY), implementation=S3Rule, triggerable=True, needs=_NEEDS),
     FaultKind("s3.list_latency", "LIST requests are delayed", ("s3",),
-              params(delay=_DELAY, jitter=_JITTER, keys=_KEYS), implementation=S3Rule, triggerable=True),
+              params(delay=_DELAY, jitter=_JITTER, keys=_KEYS), implementation=S3Rule, triggerable=True, needs=_NEEDS),
     FaultKind("s3.slow_get", "reads (GET, and the HEAD that asks whether an object exists) are delayed; writes and "
               "LISTs are not", ("s3",), params(
                   delay=_DELAY, jitter=_JITTER, keys=_KEYS,
                   ops=Param("choice", "which reads", default=("GET", "HEAD"), choices=("GET", "HEAD"), many=True),
-              ), implementation=S3Rule, triggerable=True),
+              ), implementation=S3Rule, triggerable=True, needs=_NEEDS),
 )

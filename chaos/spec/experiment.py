@@ -367,9 +367,10 @@ def _targets(raw: object, path: Path_, probes: tuple[Probe, ...], phases: Phases
     refused_within = None
     if "refused_within" in section:
         refused_within = duration_field(section["refused_within"], path + ("refused_within",), positive=True)
-        if not any(f.fault == "checkpoint.second_deployment" for f in faults):
+        if not any(fault_registry.FAULTS[f.fault].starts_deployment for f in faults):
+            starters = [name for name, kind in fault_registry.FAULTS.items() if kind.starts_deployment]
             raise Invalid(path + ("refused_within",), "no fault starts a second deployment",
-                           "a checkpoint.second_deployment fault in faults")
+                           f"a {' or '.join(starters)} fault in faults")
 
     def bound(key: str) -> int | None:
         return integer(section[key], path + (key,), minimum=0) if key in section else None
@@ -505,9 +506,9 @@ def _check_one_after_another(faults: tuple[Fault, ...], arms: tuple[Arm, ...]) -
     order, none starting before the previous has ended, and no workload-shaping fault (its data is planned ahead
     at fixed times)."""
     for i, fault in enumerate(faults):
-        if fault.fault.startswith("data."):
+        if fault_registry.FAULTS[fault.fault].shapes_workload:
             raise Invalid(("faults", str(i), "fault"), f"{fault.fault} shapes the workload, which is planned at fixed "
-                          "times, and the schedule is compact", "schedule: fixed, or no data.* fault")
+                          "times, and the schedule is compact", "schedule: fixed, or no fault that shapes the workload")
     for arm in arms:
         indices = list(arm.faults if arm.faults is not None else range(len(faults)))
         for before, after in zip(indices, indices[1:]):
@@ -519,12 +520,16 @@ def _check_one_after_another(faults: tuple[Fault, ...], arms: tuple[Arm, ...]) -
 
 
 def _check_topology(faults: tuple[Fault, ...], topology: str) -> None:
-    """A fault that names one broker of several needs a stack that has them."""
+    """A fault that names one broker of several, or whose kind needs several (`min_brokers`), needs a stack that
+    has them."""
     brokers = TOPOLOGIES[topology].brokers
     for i, fault in enumerate(faults):
-        if fault.fault == "broker.leader_move" and brokers == 1:
-            raise Invalid(("faults", str(i), "fault"), f"moves partition leadership between brokers, and this "
-                          f"experiment runs on a {topology} stack of one broker", "topology: cluster")
+        needed = fault_registry.FAULTS[fault.fault].min_brokers
+        if needed > brokers:
+            enough = [f"topology: {name}" for name, shape in TOPOLOGIES.items() if shape.brokers >= needed]
+            raise Invalid(("faults", str(i), "fault"), f"{fault.fault} needs at least {needed} brokers, and this "
+                          f"experiment runs on a {topology} stack of {brokers} broker{'s' if brokers > 1 else ''}",
+                          " or ".join(enough) or f"a topology of {needed} brokers")
         if fault.target.startswith("kafka-") and brokers == 1:
             raise Invalid(("faults", str(i), "target"), f"{fault.target} names one broker of a cluster, and this "
                           f"experiment runs on a {topology} stack", "kafka; or topology: cluster")

@@ -2,23 +2,27 @@
 reason, before anything of it starts, and never reported as PASSED (chaos/verdicts.py).
 
 A pure function of the target file, what the target stack found when it started (its brokers' proxies, whether an
-S3 fault proxy is in the path) and the experiment, so the rules are tested without a target (tests/unit).
+S3 fault proxy is in the path) and the experiment, so the rules are tested without a target (tests/unit). What a
+fault needs is what its kind declares (`needs`: a Toxiproxy proxy, the S3 fault proxy, a hook; `kills`: what it
+killed must come back), never its name.
 """
 from __future__ import annotations
 
 from typing import Iterable
 
-from ..faults.base import FaultError
+from ..faults import registry as fault_registry  # by module: its kinds are read when an arm is gated
+from ..faults.base import FaultError, FaultKind
 from ..faults.network import proxies_for
 from ..spec import ExperimentSpec
 from .model import Target
 
-# Process faults on the job's driver act on a process this suite starts on this host, whatever the target.
+# Faults through a hook on the job's driver act on a process this suite starts on this host, whatever the target.
 OWN_PROCESSES = ("job-driver",)
 
 
-def _hook_cannot(target: Target, brokers: list[str], fault) -> str | None:
-    """Why the target's hook cannot carry out this process fault on a broker, MinIO or the executors, or None."""
+def _hook_cannot(target: Target, brokers: list[str], fault, kind: FaultKind) -> str | None:
+    """Why the target's hook cannot carry out this fault (its kind acts through a hook) on a broker, MinIO or the
+    executors, or None."""
     role, hook = fault.target, target.hooks.get(fault.target)
     if hook is None:
         return f"target {target.name} has no hook for {role} (hooks)"
@@ -29,12 +33,12 @@ def _hook_cannot(target: Target, brokers: list[str], fault) -> str | None:
         if hook.nodes is not None and hook.nodes != len(brokers):
             return f"hooks.broker.nodes is {hook.nodes}, and target {target.name} has {len(brokers)} broker proxies"
         own = target.kafka.direct_bootstrap_servers or ()
-        if fault.fault == "process.kill" and len(own) != len(brokers):
+        if kind.kills and len(own) != len(brokers):
             return (f"a killed broker is told down by its own endpoint: kafka.direct_bootstrap_servers must name "
                     f"each of the {len(brokers)} brokers, in node order")
     if role == "executor" and fault.params.get("executors", "all") != "all" and not hook.per_node:
         return "hooks.executor has no {node}: it acts on every executor at once, not on one of them (executors: one)"
-    if fault.fault == "process.kill" and role != "executor":
+    if kind.kills and role != "executor":
         if hook.restart is None:
             return f"a killed {role} must come back, and hooks.{role} has no restart command"
         direct = target.kafka.direct_bootstrap_servers if role == "broker" else target.s3.direct_endpoint
@@ -54,9 +58,9 @@ def skip_reason(target: Target, brokers: list[str], s3_fault_proxy: bool, spec: 
                 f"toxiproxy.proxies); target {target.name} has {', '.join(brokers)}")
     for index in fault_indices:
         fault = spec.faults[index]
-        family = fault.fault.split(".", 1)[0]
+        kind = fault_registry.FAULTS[fault.fault]
         what = f"fault {index + 1} ({fault.fault} on {fault.target})"
-        if family == "network":
+        if kind.needs.toxiproxy:
             try:
                 roles = proxies_for(fault.target, brokers)
             except FaultError as exc:
@@ -64,10 +68,10 @@ def skip_reason(target: Target, brokers: list[str], s3_fault_proxy: bool, spec: 
             missing = [role for role in roles if target.toxiproxy.proxy(role) is None]
             if missing:
                 return f"{what}: target {target.name} has no proxy for {', '.join(missing)} (toxiproxy.proxies)"
-        elif family == "s3" and not s3_fault_proxy:
+        if kind.needs.s3_fault_proxy and not s3_fault_proxy:
             return f"{what}: target {target.name} has no S3 fault proxy in its S3 path (s3.fault_proxy)"
-        elif family == "process" and fault.target not in OWN_PROCESSES:
-            reason = _hook_cannot(target, brokers, fault)
+        if kind.needs.hook and fault.target not in OWN_PROCESSES:
+            reason = _hook_cannot(target, brokers, fault, kind)
             if reason is not None:
                 return f"{what}: {reason}"
         if fault.on is not None and not s3_fault_proxy:

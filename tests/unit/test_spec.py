@@ -149,7 +149,7 @@ CORPUS = [
     ("an executor restarted at heal", _append_fault({"fault": "process.kill", "target": "executor", "at": "6s",
                                                      "duration": "5s", "params": {"restart": "at_heal"}}), "faults.1.params.restart: applies to target broker or minio, not executor; allowed: no restart for executor"),
     ("a leader move on a single stack", _append_fault({"fault": "broker.leader_move", "at": "6s", "duration": "5s"}),
-     "faults.1.fault: moves partition leadership between brokers, and this experiment runs on a single stack of one "
+     "faults.1.fault: broker.leader_move needs at least 2 brokers, and this experiment runs on a single stack of 1 "
      "broker; allowed: topology: cluster"),
     ("a broker beyond three", _append_fault({"fault": "process.pause", "target": "broker", "at": "6s",
                                              "duration": "5s", "params": {"broker": 4}}), "faults.1.params.broker: 4 is not valid; allowed: an integer >= 1 and <= 3 or leader or each"),
