@@ -50,7 +50,10 @@ class ProgressFileListener(StreamingQueryListener):
         if not hasattr(self, "_json_jlistener"):
             from pyspark import SparkContext
 
-            self._json_jlistener = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonProgress(self))
+            jvm = SparkContext._jvm
+            if jvm is None:
+                raise RuntimeError("the progress listener is registered before a SparkContext exists; start the session first")
+            self._json_jlistener = jvm.PythonStreamingQueryListenerWrapper(_JsonProgress(self))
         return self._json_jlistener
 
 

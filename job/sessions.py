@@ -178,6 +178,8 @@ class AggregateSessionProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         state = self.session.get() if self.session.exists() else None
         state, closed = fold_session(state, self._events(rows), self.gap_ms, self.max_session_ms)
+        if state is None:  # no rows at all (Spark passes at least one): nothing to keep, nothing closed
+            return self._emit([])
         for timer in list(self.handle.listTimers()):
             self.handle.deleteTimer(timer)
         self.session.update(state)
@@ -187,7 +189,10 @@ class AggregateSessionProcessor(StatefulProcessor):
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         if not self.session.exists():
             return self._emit([])
-        row = _session_row(key[0], self.session.get(), self.gap_ms)
+        aggregate = self.session.get()
+        if aggregate is None:  # exists() said yes; a None here would be Spark's own inconsistency
+            return self._emit([])
+        row = _session_row(key[0], aggregate, self.gap_ms)
         self.session.clear()
         return self._emit([row])
 
