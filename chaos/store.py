@@ -66,7 +66,9 @@ def write_json(path: Path, value: object) -> None:
 
 
 def is_run_dir(path: Path) -> bool:
-    """A run directory of any age: it has run.json. A name the file system refuses (too long) is none."""
+    """A run directory of any age: it has run.json, which a run of experiments (chaos run, rerun, mutate, reproduce)
+    writes before anything else, judged or not (results.json). A measurement (chaos stack smoke, chaos bench) writes
+    results.json alone: no run to judge. A name the file system refuses (too long) is none."""
     try:
         return (Path(path) / RUN_FILE).is_file()
     except OSError:

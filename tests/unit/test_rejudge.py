@@ -1,5 +1,5 @@
 """chaos/rejudge.py: a stored run judged again, its results and report written, by one function that the end of
-`chaos run`, `chaos check` and `chaos clean` all call."""
+`chaos run`, `chaos check` and `chaos clean` all call; and the one rule of what a run directory is (chaos/store.py)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from chaos import rejudge as rejudging
+from chaos.store import is_run_dir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 RUN_A = "20261123T081854-smoke-13866"
@@ -71,3 +72,31 @@ def test_the_end_of_chaos_run_judges_through_rejudge(tmp_path, judged):
     results = run_experiments([], tmp_path, "nothing", say=lambda line: None)  # no experiment: no stack starts
     assert judged == [tmp_path] and results == json.loads((tmp_path / "results.json").read_text())
     assert results["verdict"] == "NODATA" and results["status"] == "completed"
+
+
+def test_a_run_directory_is_one_with_run_json(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    assert not is_run_dir(run)
+    (run / "results.json").write_text("{}")  # what chaos stack smoke and chaos bench write: no run to judge
+    assert not is_run_dir(run)
+    (run / "run.json").mkdir()
+    assert not is_run_dir(run)
+    (run / "run.json").rmdir()
+    (run / "run.json").write_text("{}")
+    assert is_run_dir(run)
+    (run / "results.json").unlink()  # running, or killed before it was judged: a run directory still
+    assert is_run_dir(run)
+    assert not is_run_dir(tmp_path / "none") and not is_run_dir(tmp_path / ("x" * 300))  # too long: none
+
+
+def test_the_trend_takes_judged_run_directories_only(tmp_path):
+    from chaos.report import collect_runs
+
+    runs = tmp_path / "runs"
+    shutil.copytree(FIXTURES / RUN_A, runs / RUN_A)
+    shutil.copytree(FIXTURES / RUN_A, runs / "no-run-json")
+    (runs / "no-run-json" / "run.json").unlink()  # results.json alone: a measurement's directory, not a run's
+    shutil.copytree(FIXTURES / RUN_A, runs / "not-judged")
+    (runs / "not-judged" / "results.json").unlink()
+    assert [row.run.dir.name for row in collect_runs(runs)] == [RUN_A]
