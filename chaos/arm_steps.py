@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from .lifecycle import LifecycleWatch
 from .outputs import read_progress
 from .probes import LogScanner, Sampler
 from .spec import ExperimentSpec
+from .store import write_lineage, write_oracle, write_sessions
 from .triggers import EVENTS
 from .workload import Event
 
@@ -221,13 +221,11 @@ def store_outputs(ctx: ArmContext) -> None:
     """sessions.jsonl, oracle.json and lineage.json of the arm; a failure is an `error` record, never a crash."""
     try:
         sessions = ctx.arm.sessions()
-        with open(ctx.dir / "sessions.jsonl", "w") as handle:
-            for row in sessions:
-                handle.write(json.dumps(row) + "\n")
+        write_sessions(ctx.dir, sessions)
         # Judged even without a complete drain: sessions the job never emitted are lost, and say so.
         summary = ctx.arm.judge()
         oracle = {**summary["oracle"], "drained": ctx.arm.state.drained}
-        (ctx.dir / "oracle.json").write_text(json.dumps(oracle, indent=1) + "\n")
+        write_oracle(ctx.dir, oracle)
     except Exception as exc:
         ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
     try:
@@ -237,6 +235,6 @@ def store_outputs(ctx: ArmContext) -> None:
 
         lineage = checkpoint_tools.lineage(ctx.stack.s3_client(direct=True), ctx.stack.info.bucket,
                                            ctx.arm.checkpoint_prefix, read_state=read_state_files)
-        (ctx.dir / "lineage.json").write_text(json.dumps(lineage, indent=1) + "\n")
+        write_lineage(ctx.dir, lineage)
     except Exception as exc:
         ctx.history.error(f"listing the checkpoint failed: {type(exc).__name__}: {exc}")

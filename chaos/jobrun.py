@@ -27,6 +27,7 @@ from infra.stack import StackLike
 
 from .oracle import compare, coverage, emission_waits, expected_sessions
 from .outputs import read_progress, read_sessions
+from .store import write_arm_summary
 from .workload import Event, Ledger, Pacer, WorkloadSpec, plan, produce
 
 DRAIN_KEY = "__drain__"
@@ -285,7 +286,7 @@ class JobArm:
             "max_state_rows": max((_state_rows(b) for b in batches), default=0),
             "oracle": report,
         }
-        (self.dir / "arm.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_arm_summary(self.dir, summary)
         return summary
 
     def _topic_copies(self) -> tuple[dict[str, dict[int, int]], dict[str, object]]:

@@ -26,9 +26,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .checks.base import is_outcome
 from .spec import ExperimentSpec
+from .store import RunStore
 from .switches import SWITCHES
 
-PLAN_FILE = "mutation.json"
 # What a user of the job sees. refused_within and exit_code are mechanisms (a job without a lease is never refused, a
 # job may end with another code and still serve its users), so they alone never kill a mutant.
 SEPARATOR = "--"
@@ -72,14 +72,13 @@ def plan(specs: Iterable[ExperimentSpec], switches: Sequence[str] | None = None)
 
 
 def write_plan(run_dir: Path, rows: list[dict]) -> None:
-    (run_dir / PLAN_FILE).write_text(json.dumps(
-        [{"experiment": r["experiment"], "switch": r["switch"], "mutant": r["mutant"].name} for r in rows],
-        indent=1) + "\n")
+    RunStore(run_dir).write_mutation(
+        [{"experiment": r["experiment"], "switch": r["switch"], "mutant": r["mutant"].name} for r in rows])
 
 
 def read_plan(run_dir: Path) -> list[dict] | None:
     try:
-        rows = json.loads((run_dir / PLAN_FILE).read_text())
+        rows = json.loads(RunStore(run_dir).mutation_file.read_text())
     except (OSError, ValueError):
         return None
     return rows if isinstance(rows, list) else None

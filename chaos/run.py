@@ -19,7 +19,6 @@ checkers turn into UNKNOWN: never reported as a broken job.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 import threading
@@ -38,6 +37,7 @@ from .faults import FaultContext, build
 from .faults.registry import FAULTS
 from .jobrun import ArmConfig
 from .lane_gate import LaneGate, span_from_env
+from .rejudge import rejudge
 from .spec import ExperimentSpec
 from .store import RunRecord, RunStore, now
 from .target.model import Target
@@ -208,8 +208,6 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
 
     On KeyboardInterrupt (Ctrl-C, SIGTERM) every fault is healed and every process stopped by the `finally`
     blocks on the way out; the run is marked interrupted and judged as such before the interrupt goes on."""
-    from .checks.judge import judge_run
-
     planned = experiment_dirs(specs, repeat)
     lanes = 1 if target is not None else max(1, min(lanes, len(planned)))
     if target is not None:
@@ -237,9 +235,7 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
     finally:
         run.ended, run.status = now(), status
         store.write_run(run)
-        results = judge_run(run_dir)
-        store.write_results(results)
-        write_report(run_dir, say)
+        results = rejudge(run_dir, say)
     return results
 
 
@@ -355,25 +351,6 @@ def _run_on_target(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], tar
                 say(f"== {directory}: {arm.profile} arm (target {target.name}) ==")
                 stack.reset()
                 ArmRun(stack, spec, arm.profile, arm_dir, say, remaining_after_s=sum(remaining)).run()
-
-
-def write_report(run_dir: Path, say: Callable[[str], None]) -> None:
-    try:
-        from . import report
-    except ImportError as exc:
-        say(f"report not written: {exc}")
-        return
-    # junit.xml first and on its own: a page that cannot be drawn (its plots) must not take the CI's file with it.
-    for write, what in ((report.write_junit, "junit.xml"), (report.write_report, "index.html")):
-        try:
-            write(run_dir)
-        except Exception as exc:  # the results are already stored; a report failure must not hide them
-            say(f"{what} not written: {type(exc).__name__}: {exc}")
-    try:  # a pre-release run repeats the suite: the arms whose verdicts differ, on the console too
-        for line in report.flaky_lines(json.loads((run_dir / "results.json").read_text())):
-            say(line)
-    except (OSError, ValueError):
-        pass
 
 
 def source_commit(root: Path | None = None) -> str | None:

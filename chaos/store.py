@@ -1,17 +1,22 @@
-"""The run store: the one owner of a run directory's layout and of every write of its run, results and result files
+"""The run store: the one owner of a run directory's layout and of every write of its files that are written whole
 (docs/run-store.md is the format; it is kept exactly, so old runs still load).
 
 ```
 <runs>/<UTC yyyymmddThhmmss>-<name>-<pid>/     new_run_dir; <runs>/latest points at the newest
   run.json  results.json                         RunRecord, write_run / write_results
+  mutation.json                                  write_mutation (chaos mutate's plan, chaos/mutate.py)
   logs/[lane-N/]  stack/[lane-N/]                logs_dir / stack_dir (infra/stack.py writes there: it cannot
                                                  import chaos/, so it keeps the same two names itself)
   <experiment>/spec.json                         write_spec
   <experiment>/<arm>/result.json                 write_result (chaos/checks/judge.py)
+  <experiment>/<arm>/arm.json                    write_arm_summary (chaos/jobrun.py)
+  <experiment>/<arm>/sessions.jsonl  oracle.json  lineage.json
+                                                 write_sessions, write_oracle, write_lineage (chaos/arm_steps.py)
 ```
 
-Writes of run.json, results.json, spec.json and result.json are atomic (a temporary file renamed over the old one):
-a reader (the report, a concurrent `chaos check`) never sees half a file.
+Every one of these writes is atomic (a temporary file renamed over the old one): a reader (the report, a concurrent
+`chaos check`) never sees half a file. The files appended as an arm runs are written by their own writers, line by
+line: history.jsonl (chaos/history.py), ledger.jsonl (chaos/workload.py), progress*.jsonl (the job) and the logs.
 """
 from __future__ import annotations
 
@@ -20,12 +25,17 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.json"
 SPEC_FILE = "spec.json"
 RESULT_FILE = "result.json"
+ARM_FILE = "arm.json"
+SESSIONS_FILE = "sessions.jsonl"
+ORACLE_FILE = "oracle.json"
+LINEAGE_FILE = "lineage.json"
+MUTATION_FILE = "mutation.json"
 LOGS_DIR = "logs"
 STACK_DIR = "stack"
 LATEST = "latest"
@@ -58,15 +68,23 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def write_json(path: Path, value: object) -> None:
-    """`value` as indented JSON (the run store's one format), atomically."""
+def write_text(path: Path, text: str) -> None:
+    """`text` into `path`, atomically."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2) + "\n")
+    tmp.write_text(text)
     tmp.replace(path)
 
 
+def write_json(path: Path, value: object, indent: int = 2) -> None:
+    """`value` as indented JSON, atomically (indent 1: the files that always were, oracle.json, lineage.json and
+    mutation.json, kept byte for byte)."""
+    write_text(path, json.dumps(value, indent=indent) + "\n")
+
+
 def is_run_dir(path: Path) -> bool:
-    """A run directory of any age: it has run.json. A name the file system refuses (too long) is none."""
+    """A run directory of any age: it has run.json, which a run of experiments (chaos run, rerun, mutate, reproduce)
+    writes before anything else, judged or not (results.json). A measurement (chaos stack smoke, chaos bench) writes
+    results.json alone: no run to judge. A name the file system refuses (too long) is none."""
     try:
         return (Path(path) / RUN_FILE).is_file()
     except OSError:
@@ -109,6 +127,10 @@ class RunStore:
     def results_file(self) -> Path:
         return self.dir / RESULTS_FILE
 
+    @property
+    def mutation_file(self) -> Path:
+        return self.dir / MUTATION_FILE
+
     def experiment_dir(self, directory: str) -> Path:
         return self.dir / directory
 
@@ -137,6 +159,9 @@ class RunStore:
     def write_results(self, results: Mapping[str, Any]) -> None:
         write_json(self.results_file, results)
 
+    def write_mutation(self, rows: list[dict[str, Any]]) -> None:
+        write_json(self.mutation_file, rows, indent=1)
+
     def write_spec(self, directory: str, spec: Mapping[str, Any]) -> None:
         self.experiment_dir(directory).mkdir(parents=True, exist_ok=True)
         write_json(self.experiment_dir(directory) / SPEC_FILE, spec)
@@ -156,3 +181,23 @@ class RunStore:
 def write_result(arm_dir: Path, arm: Mapping[str, Any]) -> None:
     """<experiment>/<arm>/result.json: this arm's verdict and checks (chaos/checks/judge.py)."""
     write_json(Path(arm_dir) / RESULT_FILE, arm)
+
+
+def write_arm_summary(arm_dir: Path, summary: Mapping[str, Any]) -> None:
+    """<experiment>/<arm>/arm.json: what the arm's job did (chaos/jobrun.py)."""
+    write_json(Path(arm_dir) / ARM_FILE, summary)
+
+
+def write_sessions(arm_dir: Path, sessions: Iterable[Mapping[str, Any]]) -> None:
+    """<experiment>/<arm>/sessions.jsonl: the sessions the job wrote, one JSON object a line."""
+    write_text(Path(arm_dir) / SESSIONS_FILE, "".join(json.dumps(row) + "\n" for row in sessions))
+
+
+def write_oracle(arm_dir: Path, oracle: Mapping[str, Any]) -> None:
+    """<experiment>/<arm>/oracle.json: the oracle's comparison of the ledger with the sessions."""
+    write_json(Path(arm_dir) / ORACLE_FILE, oracle, indent=1)
+
+
+def write_lineage(arm_dir: Path, lineage: Mapping[str, Any]) -> None:
+    """<experiment>/<arm>/lineage.json: the checkpoint as a restart would read it."""
+    write_json(Path(arm_dir) / LINEAGE_FILE, lineage, indent=1)

@@ -7,7 +7,7 @@ from typing import Callable
 
 from .. import errors
 from ..store import RunStore, new_run_dir
-from .common import is_file as _is_file, progress as _progress, require_run_dir, short
+from .common import progress as _progress, require_run_dir
 
 
 def _measured(kind: str, out: Path | None, as_json: bool, measure: Callable[[Path], dict]) -> tuple[Path, dict]:
@@ -98,10 +98,8 @@ def bench_cpu(command: list[str], as_json: bool) -> int:
 def bench_crashes(run_dirs: list[Path], as_json: bool) -> int:
     from ..crash_tally import print_tally, tally
 
-    missing = [short(d) for d in run_dirs if not _is_file(d / "run.json")]
-    if missing:
-        raise errors.ChaosError(f"{missing[0]} is not a run directory (no run.json); give reports/runs/<run>",
-                                errors.USAGE)
+    for run_dir in run_dirs:
+        require_run_dir(run_dir)
     result = tally(run_dirs)
     print(json.dumps(result)) if as_json else print_tally(result)
     return errors.PASSED

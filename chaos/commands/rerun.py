@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import errors
-from .common import BACKENDS, is_file as _is_file, progress as _progress, short as _short, shown as _shown
+from .common import BACKENDS, progress as _progress, require_run_dir, shown as _shown
 from .runs import _execute
 
 if TYPE_CHECKING:
@@ -23,9 +23,7 @@ def rerun_plan(run_dir: Path, target: str | None) -> dict:
     EXPERIMENT or EXPERIMENT/ARM. Every problem is one usage or spec error line, before anything starts."""
     from ..spec import load_stored
 
-    if not _is_file(run_dir / "run.json"):
-        raise errors.ChaosError(f"{_short(run_dir)} is not a run directory (no run.json); give reports/runs/<run>",
-                                errors.USAGE)
+    require_run_dir(run_dir)
     try:
         run = json.loads((run_dir / "run.json").read_text())
         if not isinstance(run, dict):

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .. import errors
-from ..store import RunStore, new_run_dir
+from ..store import RunStore, is_run_dir, new_run_dir
 from ..verdicts import EXIT as VERDICT_EXIT  # the one owner of verdicts and their exit codes
 from .common import (_experiment_path, _print_results, _suite_path, progress as _progress, require_run_dir)
 
@@ -116,17 +116,15 @@ def clean_dead_runs() -> list[tuple[str, str]]:
 
     cleaned = registry.cleanup_dead(_progress)
     for run_dir, line in cleaned:
-        if not run_dir or not (Path(run_dir) / "run.json").is_file():
+        if not run_dir or not is_run_dir(Path(run_dir)):
             continue
         store = RunStore(Path(run_dir))
         try:
             if not store.close_killed(line):
                 continue
-            from ..checks.judge import judge_run
-            from ..run import write_report
+            from ..rejudge import rejudge
 
-            store.write_results(judge_run(store.dir))
-            write_report(store.dir, _progress)
+            rejudge(store.dir, _progress)
         except (OSError, ValueError) as error:
             _progress(f"could not close {run_dir}: {error}")
     return cleaned
@@ -139,12 +137,9 @@ def clean() -> int:
 
 
 def check(run_dir: Path) -> int:
-    from ..checks.judge import judge_run
-    from ..run import write_report
+    from ..rejudge import rejudge
 
     require_run_dir(run_dir)
-    results = judge_run(run_dir)
-    RunStore(run_dir).write_results(results)
-    write_report(run_dir, _progress)  # junit.xml and index.html from the new verdicts, never left stale
+    results = rejudge(run_dir, _progress)  # junit.xml and index.html from the new verdicts, never left stale
     _print_results(results, run_dir)
     return VERDICT_EXIT.get(results["verdict"], errors.FAILED)

@@ -9,7 +9,7 @@ Modules: model (reading a run), facts (what was run, how to rerun it), plots, ma
 Every name is re-exported here: `from chaos.report import write_report` keeps working.
 """
 from .model import (
-    Arm, FaultWindow, ReportError, Run, Timeline, VERDICT_COLOURS, VERDICT_ORDER, is_run_dir, load_run,
+    Arm, FaultWindow, ReportError, Run, Timeline, VERDICT_COLOURS, VERDICT_ORDER, load_run,
     load_timeline,
 )
 from .facts import (
@@ -40,6 +40,6 @@ __all__ = [
     "Arm", "CSS", "DISCRIMINATION_COLOURS", "FAULT_COLOURS", "FaultWindow", "JUNIT_ERRORS", "MUTANT_COLOURS",
     "Metric", "NOT_DISCRIMINATING_LINE", "NOT_RECOVERED", "PANELS", "Panel", "ReportError", "Run",
     "TREND_METRICS", "Timeline", "TrendMetric", "TrendRow", "VERDICT_COLOURS", "VERDICT_ORDER", "arm_figures",
-    "collect_runs", "discrimination_line", "find_regressions", "flaky_lines", "is_run_dir", "load_run", "load_timeline",
+    "collect_runs", "discrimination_line", "find_regressions", "flaky_lines", "load_run", "load_timeline",
     "main_report", "plot_panel", "recovery", "render_report", "render_trend", "rerun_command", "run_command", "utc", "write_junit", "write_report", "write_trend",
 ]

@@ -192,10 +192,6 @@ def _read_json(path: Path, what: str) -> dict:
     return value
 
 
-def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and (path / "results.json").is_file()
-
-
 def load_run(run_dir: Path, with_timelines: bool = True) -> Run:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

@@ -12,7 +12,8 @@ from typing import Sequence
 from urllib.parse import quote
 
 from .markup import _badge, _e, _page
-from .model import Arm, ReportError, Run, Timeline, _anchor, _number, _write_atomic, is_run_dir, load_run
+from ..store import RunStore, is_run_dir
+from .model import Arm, ReportError, Run, Timeline, _anchor, _number, _write_atomic, load_run
 from .plots import _figure, _style_axes, _svg
 
 # -- trends ----------------------------------------------------------------------------------------------------
@@ -97,6 +98,8 @@ def collect_runs(runs_dir: Path) -> list[TrendRow]:
     for candidate in sorted(Path(runs_dir).iterdir()):
         if candidate.name == "latest" or candidate.is_symlink() or not is_run_dir(candidate):
             continue
+        if not RunStore(candidate).results_file.is_file():
+            continue  # not judged (yet): a run still running, or one to judge with chaos check
         try:
             run = load_run(candidate)
         except ReportError as exc:

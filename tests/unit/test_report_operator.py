@@ -244,7 +244,7 @@ def test_junit_has_each_arms_seed_rerun_recovery_lost_and_duplicated(runs, junit
 
 
 def test_the_end_of_a_run_prints_the_flaky_list_on_the_console(flaky_run):
-    from chaos.run import write_report as finish_run
+    from chaos.rejudge import write_report as finish_run
 
     said: list[str] = []
     finish_run(flaky_run, said.append)
@@ -421,7 +421,7 @@ def test_junit_is_written_when_the_page_cannot_be_drawn(tmp_path):
     for name in ("index.html", "junit.xml"):
         (run_dir / name).unlink(missing_ok=True)
     code = ("import sys; sys.modules['matplotlib'] = None\n"
-            "from pathlib import Path\nfrom chaos.run import write_report\n"
+            "from pathlib import Path\nfrom chaos.rejudge import write_report\n"
             f"write_report(Path({str(run_dir)!r}), print)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parents[2])
