@@ -31,7 +31,6 @@ from infra.stack import Stack, StackLike, signals_deferred
 from job.settings import FACTORIES, settings_document
 
 from .arm_schedule import FaultSchedule, PhaseClock
-from .arm_schedule import ends_early as ends_early, recovery_window_end as recovery_window_end  # their old home
 from .arm_steps import ARM_OVERHEAD_S, ArmContext, clean_up, produce, warm_up
 from .faults import FaultContext, build
 from .faults.registry import FAULTS
