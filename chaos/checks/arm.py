@@ -42,8 +42,9 @@ def judge_records(records: Sequence[Mapping[str, object]], spec: ExperimentSpec,
     def count(key: str) -> int | None:
         return count_of(oracle, key) if oracle is not None else None
 
+    recovery_s, recovery_window = _recovery(tl, targets)
     result: dict[str, object] = {"profile": profile, "verdict": worst(c.verdict for c in checks), "role": arm.role,
-                                 "recovery_s": _recovery_seconds(tl, targets),
+                                 "recovery_s": recovery_s, "recovery_window": recovery_window,
                                  "lost": count("lost"), "duplicated": count("duplicated"), "signature": signature,
                                  "checks": [c.to_dict() for c in checks]}
     if arm.waive:  # shown beside the checks: what the arm was not judged on, and why
@@ -81,13 +82,20 @@ def skipped_arm(profile: str, role: str, reason: str) -> dict:
             "duplicated": None, "signature": None, "skipped": reason, "checks": []}
 
 
-def _recovery_seconds(tl: Timeline, targets: Targets) -> float | None:
+def _recovery(tl: Timeline, targets: Targets) -> tuple[float | None, list[float | None] | None]:
+    """The arm's recovery in seconds, and the interval it spans in the history's time ([the disruption it was
+    measured from, the start of the healthy run]; the end is None when it never recovered): the report draws the
+    worst disruption's recovery there, not after the last heal."""
     if targets.recovery is None:
-        return None
+        return None, None
     try:
-        return measure_recovery(tl, targets.recovery).seconds
+        result = measure_recovery(tl, targets.recovery)
     except Exception:  # noqa: BLE001 - the recovery check itself carries the error (UNKNOWN)
-        return None
+        return None, None
+    if result.heal is None or result.verdict == "NODATA":
+        return result.seconds, None
+    end = result.healthy_at if result.seconds is not None else result.cut_at
+    return result.seconds, [round(time_of(result.heal), 1), None if end is None else round(end, 1)]
 
 
 def control_check(tl: Timeline, arm: Arm, checks: Sequence[Check], summary: Mapping[str, object] | None

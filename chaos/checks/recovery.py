@@ -26,6 +26,7 @@ class RecoveryTime:
     first_batch_s: float | None = None  # seconds from `heal` to the first sample showing a batch that started after
     cut_at: float | None = None  # not recovered: when the next fault came (None: watched to the history's end)
     last: Mapping[str, object] | None = None  # a group's last disruption (None: a disruption on its own)
+    healthy_at: float | None = None  # when the healthy run began (the history's time): where the recovery ends
 
     @property
     def summary(self) -> str:
@@ -228,7 +229,7 @@ def _recovery_after(tl: Timeline, target: Recovery, start: Mapping[str, object],
         return RecoveryTime(seconds, "PASSED" if seconds <= target.within else "FAILED", first,
                             f"lag below {_lag_text(target)} with progress in new batches for {target.healthy_samples} "
                             f"samples from {seconds:.1f} s after {what}{counted} ({batch_text})", first_batch,
-                            last=last)
+                            last=last, healthy_at=time_of(samples[index]))
     last_lag = next((metric(s, "lag") for s in reversed(samples) if metric(s, "lag") is not None), None)
     window = (until if until is not None else tl.end) - t_start
     before = f" before the next fault at t={until:.1f}s" if until is not None else ""

@@ -119,7 +119,14 @@ def _decorate(ax, timeline: Timeline, x_end: float, arm: dict) -> None:
 
 
 def _recovery_interval(timeline: Timeline, arm: dict, x_end: float) -> tuple[float, float, bool] | None:
-    """From the last heal to heal + recovery_s; a failed recovery check with no recovery_s runs to the end."""
+    """The worst disruption's recovery as the judge measured it (the arm's `recovery_window`: from the disruption,
+    or a group's first, to the start of the healthy run; not recovered: to the next fault, or to the end). A result written
+    before that field: from the last heal to heal + recovery_s."""
+    window = arm.get("recovery_window")
+    if isinstance(window, list) and len(window) == 2 and _number(window[0]) is not None:
+        start, end = float(window[0]), _number(window[1])
+        recovered = _number(arm.get("recovery_s")) is not None
+        return start, float(end) if end is not None else max(x_end, start), recovered
     heal = timeline.last_heal()
     if heal is None:
         return None

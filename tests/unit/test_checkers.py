@@ -9,6 +9,7 @@ import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 import pytest
@@ -378,6 +379,26 @@ def test_a_grouped_recovery_is_measured_from_the_first_disruption_to_the_healthy
            "(after it ended at t=21.0s)" in grouped.message
     result = measure_recovery(tl, Recovery(within=20.0, healthy_samples=3, lag_below=1000, grouped=True))
     assert (result.verdict, result.seconds, result.first_batch_s) == ("FAILED", 27.5, 27.5)
+
+
+def test_the_report_draws_the_worst_disruptions_recovery_not_the_last_heals(story):
+    """The recovery interval in result.json is the one the check judged: the first unrecovered restart (t=21, cut by
+    the next at t=29), not an interval hung after the last heal; grouped, from the group's first to healthy again."""
+    from chaos.checks.arm import _recovery
+    from chaos.report.plots import _recovery_interval
+
+    def Targets(recovery):  # _recovery reads the recovery target alone
+        return SimpleNamespace(recovery=recovery)
+
+    tl = timeline(story(metrics=four_damages, faults=[("checkpoint.corrupt", "checkpoint", 20.0, 46.0)],
+                        extra=kills(21.0, 29.0, 37.0, 45.0)))
+    alone = Targets(recovery=Recovery(within=60.0, healthy_samples=3, lag_below=1000))
+    assert _recovery(tl, alone) == (None, [21.0, 29.0])
+    assert _recovery_interval(tl, {"recovery_s": None, "recovery_window": [21.0, 29.0]}, 60.0) == (21.0, 29.0, False)
+    grouped = Targets(recovery=Recovery(within=60.0, healthy_samples=3, lag_below=1000, grouped=True))
+    seconds, window = _recovery(tl, grouped)
+    assert (seconds, window) == (27.5, [21.0, 48.5])
+    assert _recovery_interval(tl, {"recovery_s": seconds, "recovery_window": window}, 60.0) == (21.0, 48.5, True)
 
 
 def test_a_history_without_batch_started_falls_back_to_the_batch_id(story):
@@ -825,7 +846,10 @@ def test_a_hardened_arm_that_holds_every_target_passes(tmp_path, story):
         ("subject", 8.5, 0, 0, None)
     assert_checks(result["checks"], {"progress": "PASSED", "recovery": "PASSED", "lost": "PASSED",
                                      "duplicated": "PASSED", "probe:processed_rate": "PASSED"})
-    assert list(result) == ["profile", "verdict", "role", "recovery_s", "lost", "duplicated", "signature", "checks"]
+    assert list(result) == ["profile", "verdict", "role", "recovery_s", "recovery_window", "lost", "duplicated",
+                            "signature", "checks"]
+    start, end = result["recovery_window"]  # where the report draws the recovery: its disruption to healthy again
+    assert end - start == pytest.approx(8.5)
     assert all(list(c) == ["name", "verdict", "expected", "measured", "message"] for c in result["checks"])
 
 
