@@ -103,7 +103,7 @@ def _positive_int(text: str) -> int:
 
 
 def _lanes(text: str) -> int:
-    from ..lanes import MAX_LANES
+    from ..lanes.launch import MAX_LANES
 
     try:
         value = int(text)

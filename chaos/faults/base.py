@@ -113,7 +113,7 @@ class FaultKind:
     reshape: Reshaper | None = None  # data kinds: the workload of their window
     # It kills, pauses or (re)starts a process (the job's driver, a server, a second driver): two such experiments
     # side by side on two cores pushed restarts past their bounds, so the lane queue runs them one at a time
-    # (chaos/lane_queue.py).
+    # (chaos/lanes/queue.py).
     restarts_processes: bool = False
     # It ends the process it targets by signal and the harness brings back what it killed: on a target, a hook's
     # restart command and the server's own endpoint, to see it down (chaos/target/gate.py); `chaos bench crashes`
