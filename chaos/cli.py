@@ -242,7 +242,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "bench" and args.bench_command == "cpu":
         return bench_cpu(args.cpu_command, args.json)
     if args.command == "bench":
-        from .bench import VARIANTS
+        from .bench.job import VARIANTS
 
         unknown = [v for v in args.variants or [] if v not in VARIANTS]
         if unknown:

@@ -117,7 +117,7 @@ class FaultKind:
     restarts_processes: bool = False
     # It ends the process it targets by signal and the harness brings back what it killed: on a target, a hook's
     # restart command and the server's own endpoint, to see it down (chaos/target/gate.py); `chaos bench crashes`
-    # counts its firings (chaos/crash_tally.py).
+    # counts its firings (chaos/bench/crash_tally.py).
     kills: bool = False
     # It starts another deployment of the job on the arm's checkpoint: what a `refused_within` target judges, so
     # that target needs such a fault (chaos/spec/experiment.py).
