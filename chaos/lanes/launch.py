@@ -27,9 +27,9 @@ from typing import Callable, Sequence
 
 from infra.stack import signals_deferred
 
-from .queue import offered_order, queue_dir, write_queue
 from ..spec import ExperimentSpec
 from ..spec.fields import LIMITS
+from .queue import offered_order, queue_dir, write_queue
 
 MAX_LANES = int(LIMITS["lanes"])
 STOP_GRACE_S = 180.0  # a lane's teardown after Ctrl-C: heals, job stop, stack close (measured 20-60 s)
