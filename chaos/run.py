@@ -11,7 +11,7 @@ One stack serves the whole run (its proxies are reset between arms); every arm g
   4. stores the job's sessions, the oracle's comparison and the checkpoint lineage, and judges the arm with
      the pure checkers (chaos.checks), which `chaos check RUN_DIR` can re-run offline.
 
-Those steps, each with the state it owns, are in chaos/arm_steps.py and chaos/arm_schedule.py; `ArmRun` here puts them in order.
+Those steps, each with the state it owns, are in chaos/arm/steps.py and chaos/arm/schedule.py; `ArmRun` here puts them in order.
 
 The environment failing (a toxiproxy call, a broker that did not start) is recorded as an `error`, which the
 checkers turn into UNKNOWN: never reported as a broken job.
@@ -30,11 +30,11 @@ from infra.errors import InfraError
 from infra.stack import Stack, StackLike, signals_deferred
 from job.settings import FACTORIES, settings_document
 
-from .arm_schedule import FaultSchedule, PhaseClock
-from .arm_steps import ARM_OVERHEAD_S, ArmContext, clean_up, produce, warm_up
+from .arm.schedule import FaultSchedule, PhaseClock
+from .arm.steps import ARM_OVERHEAD_S, ArmContext, clean_up, produce, warm_up
 from .faults import FaultContext, build
 from .faults.registry import FAULTS
-from .jobrun import ArmConfig
+from .arm.job import ArmConfig
 from .lanes.gate import LaneGate, span_from_env
 from .rejudge import rejudge
 from .spec import ExperimentSpec
@@ -125,7 +125,7 @@ def arm_config(spec: ExperimentSpec, profile: str) -> ArmConfig:
 class ArmRun:
     """One arm: topic and job started, warm-up, the workload produced while the faults run on their schedule and
     the phase clock marks the phases, drain, stop; then clean-up, whatever happened. The steps and the state each
-    owns are in chaos/arm_steps.py."""
+    owns are in chaos/arm/steps.py."""
 
     def __init__(self, stack: StackLike, spec: ExperimentSpec, profile: str, arm_dir: Path,
                  say: Callable[[str], None], remaining_after_s: float = 0.0, gate: LaneGate | None = None):

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from infra.procs import ManagedProcess
     from infra.stack import StackLike
 
-    from ..jobrun import ArmState
+    from ..arm.job import ArmState
     from ..spec.model import Fault
 
 ParamKind = Literal["duration", "int", "number", "choice", "glob"]
@@ -133,7 +133,7 @@ class FaultKind:
 
 
 class ArmControl(Protocol):
-    """What a fault may do to the arm's job (chaos.jobrun.JobArm provides it)."""
+    """What a fault may do to the arm's job (chaos.arm.job.JobArm provides it)."""
 
     job: ManagedProcess | None
     state: ArmState  # the deployment's topic and name
@@ -266,7 +266,7 @@ class BaseFault:
     @property
     def spent(self) -> bool:
         """Whether the fault, injected, has nothing left in place before its heal (a second deployment that was
-        refused and exited): under a compact schedule its window ends then (chaos/arm_schedule.py)."""
+        refused and exited): under a compact schedule its window ends then (chaos/arm/schedule.py)."""
         return False
 
     @property

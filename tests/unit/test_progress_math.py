@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from chaos.bench.job import _measure
-from chaos.jobrun import _covers, _watermark_ms
+from chaos.arm.job import _covers, _watermark_ms
 
 
 def batch(rows, ms, state_rows=0, sst=0, memory=0, batch_id=0):
