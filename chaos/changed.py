@@ -25,12 +25,12 @@ from .spec import ExperimentSpec
 
 # Changing one of these cannot change a run or its verdict (chaos/target/: files and runs of a target, never a run on
 # the suite's own stack).
-INERT = ("docs/*", "*.md", "tests/*", "reports/*", ".ci/*", "chaos/report/*", "chaos/bench.py",
-         "chaos/mutate.py", "chaos/crash_tally.py", "chaos/suite_timing.py", "chaos/changed.py", ".gitignore",
-         "LICENSE", "experiments/README.md", "experiments/schema.json", "chaos/target/*")
+INERT = ("docs/*", "*.md", "tests/*", "reports/*", ".ci/*", "chaos/report/*", "chaos/bench/job.py",
+         "chaos/mutate.py", "chaos/bench/crash_tally.py", "chaos/bench/suite_timing.py", "chaos/changed.py",
+         ".gitignore", "LICENSE", "experiments/README.md", "experiments/schema.json", "chaos/target/*")
 
 # Code that lifecycle triggers (`on:`) run on; s3proxy sees the job's requests for them.
-TRIGGER_FILES = ("chaos/triggers.py", "chaos/lifecycle.py", "infra/s3proxy.py", "infra/s3proxy/*")
+TRIGGER_FILES = ("chaos/triggers.py", "chaos/arm/lifecycle.py", "infra/s3proxy.py", "infra/s3proxy/*")
 # Fault kinds live in one module per family (chaos/faults/network.py, ...): a changed line inside a kind's own code
 # reruns the experiments using that kind, any other line of the module those using a kind of the family. The
 # package's other modules (base.py, registry.py, __init__.py) are shared by every kind.

@@ -112,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     rerun_cmd.add_argument("--backend", choices=BACKENDS, help="default: the stored run's")
     rerun_cmd.add_argument("--lanes", type=_lanes, default=1, help="experiments side by side (see chaos run)")
     rerun_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
-    lane_cmd = commands.add_parser("lane", help="internal: one lane of `chaos run --lanes` (chaos/lanes.py)")
+    lane_cmd = commands.add_parser("lane", help="internal: one lane of `chaos run --lanes` (chaos/lanes/launch.py)")
     lane_cmd.add_argument("run_dir", type=Path)
     lane_cmd.add_argument("--lane", required=True)
     lane_cmd.add_argument("--backend", choices=BACKENDS, default="local")
@@ -242,7 +242,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "bench" and args.bench_command == "cpu":
         return bench_cpu(args.cpu_command, args.json)
     if args.command == "bench":
-        from .bench import VARIANTS
+        from .bench.job import VARIANTS
 
         unknown = [v for v in args.variants or [] if v not in VARIANTS]
         if unknown:

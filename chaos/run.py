@@ -11,7 +11,7 @@ One stack serves the whole run (its proxies are reset between arms); every arm g
   4. stores the job's sessions, the oracle's comparison and the checkpoint lineage, and judges the arm with
      the pure checkers (chaos.checks), which `chaos check RUN_DIR` can re-run offline.
 
-Those steps, each with the state it owns, are in chaos/arm_steps.py and chaos/arm_schedule.py; `ArmRun` here puts them in order.
+Those steps, each with the state it owns, are in chaos/arm/steps.py and chaos/arm/schedule.py; `ArmRun` here puts them in order.
 
 The environment failing (a toxiproxy call, a broker that did not start) is recorded as an `error`, which the
 checkers turn into UNKNOWN: never reported as a broken job.
@@ -30,12 +30,12 @@ from infra.errors import InfraError
 from infra.stack import Stack, StackLike, signals_deferred
 from job.settings import FACTORIES, settings_document
 
-from .arm_schedule import FaultSchedule, PhaseClock
-from .arm_steps import ARM_OVERHEAD_S, ArmContext, clean_up, produce, warm_up
+from .arm.schedule import FaultSchedule, PhaseClock
+from .arm.steps import ARM_OVERHEAD_S, ArmContext, clean_up, produce, warm_up
 from .faults import FaultContext, build
 from .faults.registry import FAULTS
-from .jobrun import ArmConfig
-from .lane_gate import LaneGate, span_from_env
+from .arm.job import ArmConfig
+from .lanes.gate import LaneGate, span_from_env
 from .rejudge import rejudge
 from .spec import ExperimentSpec
 from .store import RunRecord, RunStore, now
@@ -125,7 +125,7 @@ def arm_config(spec: ExperimentSpec, profile: str) -> ArmConfig:
 class ArmRun:
     """One arm: topic and job started, warm-up, the workload produced while the faults run on their schedule and
     the phase clock marks the phases, drain, stop; then clean-up, whatever happened. The steps and the state each
-    owns are in chaos/arm_steps.py."""
+    owns are in chaos/arm/steps.py."""
 
     def __init__(self, stack: StackLike, spec: ExperimentSpec, profile: str, arm_dir: Path,
                  say: Callable[[str], None], remaining_after_s: float = 0.0, gate: LaneGate | None = None):
@@ -202,7 +202,7 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
                     say: Callable[[str], None] = print, repeat: int = 1, lanes: int = 1,
                     target: Target | None = None) -> dict:
     """Run every experiment's arms on one stack (or, with lanes > 1, on one stack per lane side by side: see
-    chaos/lanes.py; or on `target`, an environment the suite did not start: one lane); judge; write run.json and
+    chaos/lanes/launch.py; or on `target`, an environment the suite did not start: one lane); judge; write run.json and
     results.json. Returns results.
 
     On KeyboardInterrupt (Ctrl-C, SIGTERM) every fault is healed and every process stopped by the `finally`
@@ -221,7 +221,7 @@ def run_experiments(specs: list[ExperimentSpec], run_dir: Path, name: str, backe
         for directory, spec in planned:
             store.write_spec(directory, spec.to_dict())
         if lanes > 1:
-            from .lanes import run_lanes
+            from .lanes.launch import run_lanes
 
             status = run_lanes(run_dir, planned, lanes, backend, arms, say,
                                seconds=lambda spec: sum(planned_seconds(spec, arms)))
@@ -272,7 +272,7 @@ def run_planned(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], backen
 
 
 def _lane_gate(run_dir: Path) -> LaneGate | None:
-    """The turns this lane takes with the run's other lanes (chaos/lane_gate.py), None when CHAOS_LANE_GATE=off."""
+    """The turns this lane takes with the run's other lanes (chaos/lanes/gate.py), None when CHAOS_LANE_GATE=off."""
     span = span_from_env()
     return LaneGate(run_dir / "stack" / "gate", span=span) if span != "off" else None
 
@@ -302,8 +302,8 @@ def _run_arms(stack: StackLike, run_dir: Path, directory: str, spec: ExperimentS
 def run_queued(run_dir: Path, queue_dir: Path, backend: str, arms: list[str] | None, say: Callable[[str], None],
                lane: str) -> None:
     """One lane's share of a `--lanes` run's one-node experiments, taken from the shared queue as the lane gets
-    free (chaos/lane_queue.py), all on the lane's one stack. The stack starts only once there is work for it."""
-    from .lane_queue import LaneQueue
+    free (chaos/lanes/queue.py), all on the lane's one stack. The stack starts only once there is work for it."""
+    from .lanes.queue import LaneQueue
     from .spec import load_stored
 
     queue = LaneQueue(queue_dir)

@@ -9,9 +9,9 @@
                                                  import chaos/, so it keeps the same two names itself)
   <experiment>/spec.json                         write_spec
   <experiment>/<arm>/result.json                 write_result (chaos/checks/judge.py)
-  <experiment>/<arm>/arm.json                    write_arm_summary (chaos/jobrun.py)
+  <experiment>/<arm>/arm.json                    write_arm_summary (chaos/arm/job.py)
   <experiment>/<arm>/sessions.jsonl  oracle.json  lineage.json
-                                                 write_sessions, write_oracle, write_lineage (chaos/arm_steps.py)
+                                                 write_sessions, write_oracle, write_lineage (chaos/arm/steps.py)
 ```
 
 Every one of these writes is atomic (a temporary file renamed over the old one): a reader (the report, a concurrent
@@ -184,7 +184,7 @@ def write_result(arm_dir: Path, arm: Mapping[str, Any]) -> None:
 
 
 def write_arm_summary(arm_dir: Path, summary: Mapping[str, Any]) -> None:
-    """<experiment>/<arm>/arm.json: what the arm's job did (chaos/jobrun.py)."""
+    """<experiment>/<arm>/arm.json: what the arm's job did (chaos/arm/job.py)."""
     write_json(Path(arm_dir) / ARM_FILE, summary)
 
 

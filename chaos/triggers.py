@@ -18,7 +18,7 @@ id, one event only, where the event has one), `skip` (matches let pass before fi
 `after` (job_started only: a duration or `[lo, hi]`), `state_kind` (state_put_* only: changelog | zip | sst), and
 `for` (faults that heal: how long the fault stays injected once fired; default: until its window ends).
 
-This module is pure: the event table, the typed trigger, its validation and the seeded draws. chaos/lifecycle.py
+This module is pure: the event table, the typed trigger, its validation and the seeded draws. chaos/arm/lifecycle.py
 realises them against a running stack.
 """
 from __future__ import annotations

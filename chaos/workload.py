@@ -179,7 +179,7 @@ def _rotating(spec: WorkloadSpec, start_ms: int, rng: random.Random) -> Iterator
 
 
 class Pacing(Protocol):
-    """What produce() needs of a pacer: Pacer (a steady rate) or chaos.jobrun.EventTimePacer (event times)."""
+    """What produce() needs of a pacer: Pacer (a steady rate) or chaos.arm.job.EventTimePacer (event times)."""
 
     def take(self, limit: int | None = None) -> int: ...
     def seconds_until_next(self) -> float: ...

@@ -80,7 +80,7 @@ def _arms(text: str) -> list[str]:
 
 
 def _startup_variants(text: str) -> list[str]:
-    from ..bench import STARTUP_VARIANTS
+    from ..bench.job import STARTUP_VARIANTS
 
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in STARTUP_VARIANTS]
@@ -103,7 +103,7 @@ def _positive_int(text: str) -> int:
 
 
 def _lanes(text: str) -> int:
-    from ..lanes import MAX_LANES
+    from ..lanes.launch import MAX_LANES
 
     try:
         value = int(text)

@@ -35,7 +35,7 @@ def stack_smoke(backend: str, as_json: bool, out: Path | None) -> int:
 
 
 def bench(what: str, seconds: float, as_json: bool, out: Path | None, variants: list[str] | None) -> int:
-    from ..bench import bench_job
+    from ..bench.job import bench_job
 
     _run_dir, result = _measured(f"bench-{what}", out, as_json, lambda run_dir: bench_job(
         run_dir, seconds=seconds, variants=variants, progress=_progress))
@@ -50,7 +50,7 @@ def bench(what: str, seconds: float, as_json: bool, out: Path | None, variants: 
 
 
 def bench_startup(rounds: int, variants: list[str], batches: int, as_json: bool, out: Path | None) -> int:
-    from ..bench import bench_startup as measure
+    from ..bench.job import bench_startup as measure
 
     _run_dir, result = _measured("bench-startup", out, as_json,
                                  lambda run_dir: measure(run_dir, rounds=rounds, variants=tuple(variants),
@@ -72,7 +72,7 @@ def bench_startup(rounds: int, variants: list[str], batches: int, as_json: bool,
 
 
 def bench_suite(run_dir: Path, as_json: bool) -> int:
-    from ..suite_timing import print_timing, suite_timing
+    from ..bench.suite_timing import print_timing, suite_timing
 
     require_run_dir(run_dir)
     timing = suite_timing(run_dir)
@@ -81,7 +81,7 @@ def bench_suite(run_dir: Path, as_json: bool) -> int:
 
 
 def bench_cpu(command: list[str], as_json: bool) -> int:
-    from ..cpu_profile import print_profile, profile_command
+    from ..bench.cpu_profile import print_profile, profile_command
 
     command = command[1:] if command[:1] == ["--"] else command
     if not command:
@@ -96,7 +96,7 @@ def bench_cpu(command: list[str], as_json: bool) -> int:
 
 
 def bench_crashes(run_dirs: list[Path], as_json: bool) -> int:
-    from ..crash_tally import print_tally, tally
+    from ..bench.crash_tally import print_tally, tally
 
     for run_dir in run_dirs:
         require_run_dir(run_dir)

@@ -88,7 +88,7 @@ def _execute(name: str, directory: str, specs: list, repeat: int, backend: str, 
 
 def lane(run_dir: Path, name: str, backend: str, arms: list[str] | None, directories: list[str],
          queue: bool = False) -> int:
-    """One lane of a `--lanes` run (chaos/lanes.py), on a stack of the lane's own: one-node experiments from the
+    """One lane of a `--lanes` run (chaos/lanes/launch.py), on a stack of the lane's own: one-node experiments from the
     run's shared queue (`queue`), or these experiment directories of RUN_DIR. The parent wrote their spec.json and
     judges the run."""
     from ..run import run_planned, run_queued
@@ -100,7 +100,7 @@ def lane(run_dir: Path, name: str, backend: str, arms: list[str] | None, directo
     if queue == bool(directories):
         raise errors.ChaosError("chaos lane takes --queue or experiment directories, one of them", errors.USAGE)
     if queue:
-        from ..lane_queue import queue_dir
+        from ..lanes.queue import queue_dir
 
         run_queued(run_dir, queue_dir(run_dir), backend, arms, say, lane=name)
         return errors.PASSED

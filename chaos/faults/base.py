@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from infra.procs import ManagedProcess
     from infra.stack import StackLike
 
-    from ..jobrun import ArmState
+    from ..arm.job import ArmState
     from ..spec.model import Fault
 
 ParamKind = Literal["duration", "int", "number", "choice", "glob"]
@@ -113,11 +113,11 @@ class FaultKind:
     reshape: Reshaper | None = None  # data kinds: the workload of their window
     # It kills, pauses or (re)starts a process (the job's driver, a server, a second driver): two such experiments
     # side by side on two cores pushed restarts past their bounds, so the lane queue runs them one at a time
-    # (chaos/lane_queue.py).
+    # (chaos/lanes/queue.py).
     restarts_processes: bool = False
     # It ends the process it targets by signal and the harness brings back what it killed: on a target, a hook's
     # restart command and the server's own endpoint, to see it down (chaos/target/gate.py); `chaos bench crashes`
-    # counts its firings (chaos/crash_tally.py).
+    # counts its firings (chaos/bench/crash_tally.py).
     kills: bool = False
     # It starts another deployment of the job on the arm's checkpoint: what a `refused_within` target judges, so
     # that target needs such a fault (chaos/spec/experiment.py).
@@ -133,7 +133,7 @@ class FaultKind:
 
 
 class ArmControl(Protocol):
-    """What a fault may do to the arm's job (chaos.jobrun.JobArm provides it)."""
+    """What a fault may do to the arm's job (chaos.arm.job.JobArm provides it)."""
 
     job: ManagedProcess | None
     state: ArmState  # the deployment's topic and name
@@ -266,7 +266,7 @@ class BaseFault:
     @property
     def spent(self) -> bool:
         """Whether the fault, injected, has nothing left in place before its heal (a second deployment that was
-        refused and exited): under a compact schedule its window ends then (chaos/arm_schedule.py)."""
+        refused and exited): under a compact schedule its window ends then (chaos/arm/schedule.py)."""
         return False
 
     @property

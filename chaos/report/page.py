@@ -399,7 +399,7 @@ def render_report(run: Run) -> str:
             *_mutation_section(run.results.get("mutation")),
             "<h2>verdicts</h2>", _summary_table(run), _discrimination_table(run)]
     body += [_experiment_section(run, experiment) for experiment in run.experiments]
-    # logs/<lane>/ holds a lane's logs in a run with --lanes (chaos/lanes.py)
+    # logs/<lane>/ holds a lane's logs in a run with --lanes (chaos/lanes/launch.py)
     logs = sorted((run.dir / "logs").rglob("*.log")) if (run.dir / "logs").is_dir() else []
     if logs:
         names = [p.relative_to(run.dir / "logs").as_posix() for p in logs]

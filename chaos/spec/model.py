@@ -301,7 +301,7 @@ class Suite:
     repeat: int = 1  # pre-release runs the same experiments several times; differing verdicts are flaky
     # Every experiment with a control must discriminate (or state why it cannot): copied into each entry's spec.
     require_discrimination: bool = False
-    # How many lanes (stacks side by side, chaos/lanes.py) the suite runs on when the command line does not say:
+    # How many lanes (stacks side by side, chaos/lanes/launch.py) the suite runs on when the command line does not say:
     # the way its figures were measured.
     lanes: int = 1
 

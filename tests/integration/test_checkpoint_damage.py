@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from chaos import checkpoint_damage, checkpoint_tools
-from chaos.jobrun import ArmConfig, JobArm
+from chaos.arm.job import ArmConfig, JobArm
 from chaos.workload import WorkloadSpec
 from infra.stack import Stack
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from chaos.jobrun import ArmConfig, JobArm
+from chaos.arm.job import ArmConfig, JobArm
 from chaos.outputs import read_progress
 from chaos.workload import WorkloadSpec
 from infra.driver import launch_driver

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.jobrun import ArmConfig, JobArm
+from chaos.arm.job import ArmConfig, JobArm
 from chaos.outputs import read_progress
 from chaos.workload import Ledger, WorkloadSpec
 from infra.cds import mapped_archives

@@ -1,4 +1,4 @@
-"""Lifecycle triggers on the real stack (chaos/lifecycle.py, s3proxy holding the job's requests), and the regression
+"""Lifecycle triggers on the real stack (chaos/arm/lifecycle.py, s3proxy holding the job's requests), and the regression
 of issue 15: the hardened job killed before its checkpoint's first commit, and again with a batch in flight,
 restarted at once each time, loses and duplicates nothing.
 
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from chaos.jobrun import ArmConfig, JobArm
-from chaos.lifecycle import LifecycleWatch
+from chaos.arm.job import ArmConfig, JobArm
+from chaos.arm.lifecycle import LifecycleWatch
 from chaos.triggers import Draw, Trigger
 from chaos.workload import WorkloadSpec
 

@@ -1,6 +1,7 @@
 """`--changed-since`: which experiments a change can affect (chaos/changed.py)."""
 from __future__ import annotations
 
+import fnmatch
 import shutil
 import subprocess
 import sys
@@ -150,3 +151,16 @@ def test_the_cli_refuses_a_bad_ref_before_starting_anything(tmp_path):
     assert done.returncode == errors.USAGE
     assert len(done.stderr.strip().splitlines()) == 1 and "no-such-ref-xyz" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_every_harness_file_the_rules_name_exists():
+    """A module moved or renamed must take its rule along: a pattern left naming the old path would quietly make
+    the moved file rerun everything (or stop serving triggers)."""
+    from chaos.changed import INERT, TRIGGER_FILES
+
+    named = [p for p in (*INERT, *TRIGGER_FILES) if p.startswith(("chaos/", "infra/"))]
+    assert "chaos/bench/job.py" in named and "chaos/triggers.py" in named  # the patterns are really read
+    files = [f.relative_to(ROOT).as_posix() for top in ("chaos", "infra") for f in (ROOT / top).rglob("*")
+             if f.is_file()]
+    missing = [p for p in named if not any(fnmatch.fnmatch(path, p) for path in files)]
+    assert not missing, f"chaos/changed.py names files that are not in the tree: {missing}"

@@ -1,5 +1,5 @@
 """The registry of checks (chaos/checks/registry.py): a check that raises is UNKNOWN with its error and never costs the
-run its results; which checks an arm's targets set decides whether a control may end early (chaos.arm_schedule.ends_early)."""
+run its results; which checks an arm's targets set decides whether a control may end early (chaos.arm.schedule.ends_early)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ from chaos.checks import registry
 from chaos.checks.base import CheckDef
 from chaos.checks.judge import judge_arm, judge_run
 from chaos.checks.registry import CHECKS, holding_back, registered
-from chaos.arm_schedule import ends_early
+from chaos.arm.schedule import ends_early
 from chaos.spec import TARGET_PARAMS, ExperimentSpec, Targets, load_experiment
 from tests.unit.fixture_runs import passed_copy
 

@@ -673,7 +673,7 @@ def test_a_history_from_before_reads_were_recorded_keeps_its_judgement(story):
 
 
 def test_the_scanner_records_each_log_it_reads_once(tmp_path):
-    from chaos.probes import LogScanner
+    from chaos.arm.sampler import LogScanner
 
     (tmp_path / "logs").mkdir()
     with HistoryWriter(tmp_path / "h.jsonl") as history:

@@ -1,4 +1,4 @@
-"""chaos/cpu_profile.py: which kind a process is, and the figures of a recorded profile (no process is started,
+"""chaos/bench/cpu_profile.py: which kind a process is, and the figures of a recorded profile (no process is started,
 except the last test's one short command)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from chaos.cpu_profile import STARTUP_S, Profile, kind_of, profile_command, summarize
+from chaos.bench.cpu_profile import STARTUP_S, Profile, kind_of, profile_command, summarize
 
 JAVA = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"
 KAFKA_JARS = "-cp /cache/jars/kafka-broker-1/kafka-clients-4.1.1.jar:/cache/jars/spark-connectors/kafka-clients.jar"

@@ -1,10 +1,10 @@
-"""`chaos bench crashes` (chaos/crash_tally.py): counted from trigger records alone, so a campaign over several
+"""`chaos bench crashes` (chaos/bench/crash_tally.py): counted from trigger records alone, so a campaign over several
 seeds can be tallied offline."""
 from __future__ import annotations
 
 import json
 
-from chaos.crash_tally import tally
+from chaos.bench.crash_tally import tally
 from chaos.history import HistoryWriter, read_history
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from chaos.faults import IMPLEMENTATIONS, Toxic
 from chaos.faults.registry import FAULTS
-from chaos.jobrun import EventTimePacer
+from chaos.arm.job import EventTimePacer
 from chaos.run import arm_config, planned_events, segments
 from chaos.spec import load_experiment
 from chaos.workload import Event
@@ -122,7 +122,7 @@ def test_toxic_attributes_and_directions(tmp_path, direction, streams):
 
 
 def test_only_a_control_judged_by_log_signatures_alone_may_end_early(tmp_path):
-    from chaos.arm_schedule import ends_early
+    from chaos.arm.schedule import ends_early
 
     spec = spec_with(tmp_path, """
         faults:
@@ -143,7 +143,7 @@ def test_only_a_control_judged_by_log_signatures_alone_may_end_early(tmp_path):
 
 
 def test_the_recover_phase_outlasts_a_late_heal_by_the_recovery_bound():
-    from chaos.arm_schedule import recovery_window_end
+    from chaos.arm.schedule import recovery_window_end
     from chaos.spec import Recovery
 
     bound = Recovery(within=30.0, healthy_samples=3, lag_below=2500)

@@ -243,7 +243,7 @@ class FakeJob:
 
 
 class FakeArm:
-    """chaos.faults.base.ArmControl over fake drivers; its own-exit record as chaos/arm_steps.py writes it."""
+    """chaos.faults.base.ArmControl over fake drivers; its own-exit record as chaos/arm/steps.py writes it."""
 
     def __init__(self, history: HistoryWriter, log_path: Path):
         self.history, self.log_path = history, log_path

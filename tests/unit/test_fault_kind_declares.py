@@ -18,12 +18,12 @@ from chaos.changed import Change, select, served_kinds
 from chaos.checks.outage import outage_start
 from chaos.checks.recovery import _interruptions, disruptions, momentary, shapes_workload
 from chaos.checks.timeline import timeline
-from chaos.crash_tally import arm_tally
+from chaos.bench.crash_tally import arm_tally
 from chaos.errors import SpecError
 from chaos.faults import registry
 from chaos.faults.base import BaseFault, FaultKind, Needs
 from chaos.history import HistoryWriter
-from chaos.lane_queue import restarts_processes
+from chaos.lanes.queue import restarts_processes
 from chaos.spec import load_experiment
 from chaos.target import parse_target
 from chaos.target.gate import skip_reason
@@ -209,7 +209,7 @@ def test_every_kind_declares_what_its_name_used_to_say():
     def family(*prefixes: str) -> set[str]:
         return {name for name in before if name.startswith(prefixes)}
 
-    assert declaring(lambda k: k.restarts_processes) == family("process.", "checkpoint.")  # lane_queue
+    assert declaring(lambda k: k.restarts_processes) == family("process.", "checkpoint.")  # chaos/lanes/queue.py
     assert declaring(lambda k: k.momentary) == {"process.kill", "broker.leader_move", "checkpoint.corrupt",
                                                 "data.hot_key", "data.key_rotation"}  # checks/recovery
     assert declaring(lambda k: k.shapes_workload) == family("data.")  # checks/recovery, checks/outage, spec

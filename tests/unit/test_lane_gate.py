@@ -1,4 +1,4 @@
-"""The lanes' turns (chaos/lane_gate.py): real flock locks on a file of a temporary run directory; each gate stands for
+"""The lanes' turns (chaos/lanes/gate.py): real flock locks on a file of a temporary run directory; each gate stands for
 one lane (a flock belongs to an open file, so two gates of one process exclude each other as two lanes do)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from chaos.lane_gate import LaneGate
+from chaos.lanes.gate import LaneGate
 
 
 def test_a_start_waits_for_another_lanes_turn_and_gives_up_when_bounded(tmp_path):
@@ -62,7 +62,7 @@ def test_a_gate_spanning_the_start_only_gives_the_turn_back_as_the_steady_phase_
 
 def test_the_gate_span_comes_from_the_environment_and_a_bad_one_is_one_line(monkeypatch):
     from chaos.errors import USAGE, ChaosError
-    from chaos.lane_gate import span_from_env
+    from chaos.lanes.gate import span_from_env
     monkeypatch.delenv("CHAOS_LANE_GATE", raising=False)
     assert span_from_env() == "steady"
     monkeypatch.setenv("CHAOS_LANE_GATE", "off")

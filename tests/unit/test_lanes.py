@@ -1,4 +1,4 @@
-"""chaos run --lanes: how experiments are shared among lanes (chaos/lanes.py), and bad --lanes values."""
+"""chaos run --lanes: how experiments are shared among lanes (chaos/lanes/launch.py), and bad --lanes values."""
 from __future__ import annotations
 
 import subprocess
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.lane_queue import LaneQueue, QueueItem, offered_order, restarts_processes, write_queue
+from chaos.lanes.queue import LaneQueue, QueueItem, offered_order, restarts_processes, write_queue
 from chaos.cli import _parser
-from chaos.lanes import MAX_LANES, lane_command, split
+from chaos.lanes.launch import MAX_LANES, lane_command, split
 from chaos.run import experiment_dirs, planned_seconds
 from chaos.spec import load_suite
 
@@ -88,7 +88,7 @@ def test_two_lanes_never_hold_restarting_experiments_at_once_and_take_other_work
 def test_a_lane_that_died_with_a_restarting_experiment_does_not_block_the_others(tmp_path):
     directory = _queue(tmp_path, ("kill-a", True), ("kill-b", True))
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from chaos.lane_queue import LaneQueue; "
+        "import sys, time; from pathlib import Path; from chaos.lanes.queue import LaneQueue; "
         "q = LaneQueue(Path(sys.argv[1])); print(q.claim(print), flush=True); time.sleep(60)"), str(directory)],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

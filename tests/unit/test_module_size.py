@@ -1,5 +1,5 @@
 """No module of chaos/, infra/ or job/ grows past MAX_LINES: one that does holds more than one concept and is split
-by concept (as infra/access.py out of infra/stack.py, chaos/arm_schedule.py out of chaos/arm_steps.py)."""
+by concept (as infra/access.py out of infra/stack.py, chaos/arm/schedule.py out of chaos/arm/steps.py)."""
 from __future__ import annotations
 
 from pathlib import Path

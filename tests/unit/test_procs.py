@@ -59,7 +59,7 @@ def test_a_driver_that_ends_by_itself_is_recorded_once_as_it_ends_and_one_the_ha
     import sys
     import types
 
-    from chaos.arm_steps import ArmContext
+    from chaos.arm.steps import ArmContext
     from chaos.history import HistoryWriter
     from infra.procs import ManagedProcess
 

@@ -1,8 +1,8 @@
 """Pure arithmetic over Spark progress records: benchmark throughput and the drain's proofs."""
 from __future__ import annotations
 
-from chaos.bench import _measure
-from chaos.jobrun import _covers, _watermark_ms
+from chaos.bench.job import _measure
+from chaos.arm.job import _covers, _watermark_ms
 
 
 def batch(rows, ms, state_rows=0, sst=0, memory=0, batch_id=0):
@@ -43,7 +43,7 @@ def test_watermark_is_read_in_milliseconds():
 def test_startup_variants_differ_only_in_archives_and_jit_and_archives_is_what_the_suite_runs():
     from types import SimpleNamespace
 
-    from chaos.bench import startup_variants
+    from chaos.bench.job import startup_variants
     from infra.cds import ClassArchives
     from infra.driver import DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS, QUICK_START_JIT, spark_conf
 
@@ -71,7 +71,7 @@ def test_startup_variants_differ_only_in_archives_and_jit_and_archives_is_what_t
 
 
 def test_startup_order_is_abba_after_one_uncounted_start():
-    from chaos.bench import startup_order
+    from chaos.bench.job import startup_order
 
     assert startup_order(["archives", "c1"], 3) == ["warm-up", "archives", "c1", "c1", "archives", "archives", "c1"]
     assert startup_order(["a"], 2) == ["warm-up", "a", "a"]

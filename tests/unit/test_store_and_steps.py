@@ -1,4 +1,4 @@
-"""The run store (chaos/store.py) keeps docs/run-store.md's format; the arm's phase clock (chaos/arm_schedule.py) marks
+"""The run store (chaos/store.py) keeps docs/run-store.md's format; the arm's phase clock (chaos/arm/schedule.py) marks
 the phases in order without a stack."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from chaos.arm_schedule import FaultSchedule, PhaseClock, recovered_since
-from chaos.probes import Sampler
+from chaos.arm.schedule import FaultSchedule, PhaseClock, recovered_since
+from chaos.arm.sampler import Sampler
 from chaos.spec.model import Recovery
 from chaos.store import RunRecord, RunStore, new_run_dir
 
@@ -98,9 +98,9 @@ def test_an_arm_with_still_healthy_watches_its_samples_after_recovery_before_the
 
 
 def test_a_job_is_warm_once_a_batch_after_its_first_is_fast():
-    """chaos.arm_steps.is_warm: the first batch never counts (it carries the start-up), a later one must take at most
+    """chaos.arm.steps.is_warm: the first batch never counts (it carries the start-up), a later one must take at most
     the bound; the durations are those measured on a fresh cluster stack (7.7 s, 3.1 s, 4.7 s, then warm)."""
-    from chaos.arm_steps import is_warm
+    from chaos.arm.steps import is_warm
 
     def batch(ms: int | None) -> dict:
         return {"durationMs": {"triggerExecution": ms}} if ms is not None else {"durationMs": {}}
@@ -127,7 +127,7 @@ def _compact_schedule(recovered: threading.Event, windows: list[tuple[float, flo
     """Three triggered faults planned at 0-1 s, 1-2 s and 2-3 s of the inject phase (steady 0.2 s, inject `inject`
     s), under a compact schedule; each fires as its window opens; `recovered` says whether the job's samples show
     recovery."""
-    from chaos import arm_schedule
+    from chaos.arm import schedule as arm_schedule
 
     records: list[dict] = []
     spec = SimpleNamespace(schedule="compact", faults=[SimpleNamespace(at=float(i), duration=1.0, on=object())

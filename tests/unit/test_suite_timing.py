@@ -7,7 +7,7 @@ from pathlib import Path
 
 from chaos.history import HistoryWriter
 from chaos.spec import load_experiment
-from chaos.suite_timing import lane_of, print_timing, suite_timing
+from chaos.bench.suite_timing import lane_of, print_timing, suite_timing
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,9 +21,9 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from .history import read_history
-from .spec import ExperimentSpec
-from .store import RESULT_FILE
+from ..history import read_history
+from ..spec import ExperimentSpec
+from ..store import RESULT_FILE
 
 
 def _seconds(start: str, end: str) -> float:

@@ -1,4 +1,4 @@
-"""Probes: one thread samples the arm every second into the history while an experiment runs.
+"""The sampler: one thread samples the arm every second into the history while an experiment runs.
 
 Each sample is measured from outside the job, never through a faulted path: Kafka end offsets come from the
 broker's internal listener (not the `kafka` proxy) and checkpoint sizes from MinIO directly (not the `s3`
@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import urllib3
 
-from .history import HistoryWriter
+from ..history import HistoryWriter
 
 SAMPLE_EVERY_S = 1.0
 RATE_WINDOW_S = 5.0

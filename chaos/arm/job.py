@@ -25,10 +25,10 @@ from infra.driver import launch_driver
 from infra.procs import ManagedProcess
 from infra.stack import StackLike
 
-from .oracle import compare, coverage, emission_waits, expected_sessions
-from .outputs import read_progress, read_sessions
-from .store import write_arm_summary
-from .workload import Event, Ledger, Pacer, WorkloadSpec, plan, produce
+from ..oracle import compare, coverage, emission_waits, expected_sessions
+from ..outputs import read_progress, read_sessions
+from ..store import write_arm_summary
+from ..workload import Event, Ledger, Pacer, WorkloadSpec, plan, produce
 
 DRAIN_KEY = "__drain__"
 
@@ -106,7 +106,7 @@ class JobArm:
         # before a new driver replaces the last one: e.g. recording that one's own exit while it is still the job
         self.before_start: Callable[[], None] = lambda: None
         # records the latest driver's own exit (one no signal of the harness's caused), once: a fault that finds the
-        # driver ended by itself calls it and leaves the driver down (chaos/arm_steps.py sets it)
+        # driver ended by itself calls it and leaves the driver down (chaos/arm/steps.py sets it)
         self.record_own_exit: Callable[[], None] = lambda: None
 
     # -- paths ---------------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ class JobArm:
 
     # -- steps ---------------------------------------------------------------------------------------------
     def create_topic(self) -> None:
-        from .smoke import create_topic
+        from ..smoke import create_topic
 
         info = self.stack.info
         create_topic(info.kafka_internal_bootstrap, self.state.topic, self.config.partitions,
@@ -292,7 +292,7 @@ class JobArm:
     def _topic_copies(self) -> tuple[dict[str, dict[int, int]], dict[str, object]]:
         """The events the arm's topic holds more than once (chaos/topic_audit.py), and what oracle.json says of
         them. A topic that cannot be read back leaves the oracle as it was, and says so."""
-        from .topic_audit import read_topic
+        from ..topic_audit import read_topic
 
         try:
             records, extra = read_topic(self.stack.info.kafka_bootstrap, self.state.topic,

@@ -5,7 +5,7 @@
                    the last driver start (the job's start hook) and the sampler (while it runs)
   warm_up          drain-key events until the job's first batch is done and a later one is fast
   produce          the planned workload, counting acknowledgements into the context
-  (then the faults and the phases while the workload runs: FaultSchedule and PhaseClock, in chaos/arm_schedule.py)
+  (then the faults and the phases while the workload runs: FaultSchedule and PhaseClock, in chaos/arm/schedule.py)
   clean_up         every fault healed again, every process stopped, the job's outputs stored (store_outputs)
 """
 from __future__ import annotations
@@ -19,23 +19,23 @@ from infra.errors import InfraError
 from infra.stack import StackLike
 from job.settings import FACTORIES
 
-from .checks.logs import control_signatures
-from .faults.base import job_line
-from .history import HistoryWriter
-from .jobrun import DRAIN_KEY, ArmConfig, JobArm
+from ..checks.logs import control_signatures
+from ..faults.base import job_line
+from ..history import HistoryWriter
+from ..outputs import read_progress
+from ..spec import ExperimentSpec
+from ..store import write_lineage, write_oracle, write_sessions
+from ..triggers import EVENTS
+from ..workload import Event
+from .job import DRAIN_KEY, ArmConfig, JobArm
 from .lifecycle import LifecycleWatch
-from .outputs import read_progress
-from .probes import LogScanner, Sampler
-from .spec import ExperimentSpec
-from .store import write_lineage, write_oracle, write_sessions
-from .triggers import EVENTS
-from .workload import Event
+from .sampler import LogScanner, Sampler
 
-if TYPE_CHECKING:  # arm_schedule imports this module: the schedule runs on an ArmContext
-    from .arm_schedule import FaultSchedule
+if TYPE_CHECKING:  # chaos/arm/schedule.py imports this module: the schedule runs on an ArmContext
+    from .schedule import FaultSchedule
 
 WARMUP_TIMEOUT_S = 240.0
-WARM_FAST_WAIT_S = 45.0  # after the first batch, how long the warm-up waits for a fast one (chaos.arm_steps.warm_up)
+WARM_FAST_WAIT_S = 45.0  # after the first batch, how long the warm-up waits for a fast one (chaos.arm.steps.warm_up)
 ARM_OVERHEAD_S = 35.0  # job start and warm-up (~21-27 s with class-data archives), drain, stop, outputs
 
 
@@ -69,7 +69,7 @@ class ArmContext:
         self.watch = LifecycleWatch(stack.s3proxy, self.arm.state.deployment, checkpoint_lister=self._checkpoint_keys)
         self.acked = 0  # events the broker acknowledged so far (produce)
         self.last_start: float | None = None  # monotonic time of the latest driver start (a disruption, like a heal)
-        self.sampler: Sampler | None = None  # while the probes sample
+        self.sampler: Sampler | None = None  # while it samples
         self.own_exit_recorded: object | None = None  # the driver whose own exit the history has (at its time)
 
     def record_own_exit(self) -> None:
@@ -231,7 +231,7 @@ def store_outputs(ctx: ArmContext) -> None:
     try:
         from infra.state_files import read_state_files
 
-        from . import checkpoint_tools
+        from .. import checkpoint_tools
 
         lineage = checkpoint_tools.lineage(ctx.stack.s3_client(direct=True), ctx.stack.info.bucket,
                                            ctx.arm.checkpoint_prefix, read_state=read_state_files)

@@ -8,7 +8,7 @@ once they end, as a one-lane run does. A lane is a process, not a thread, so eac
 same teardown as a plain run.
 
 Two rules, each from a measured failure (docs/lab-notes.md, "Lanes" and "The nightly on two lanes, again"):
-- The one-node experiments go through a shared queue (chaos/lane_queue.py): a free lane takes the next one, and
+- The one-node experiments go through a shared queue (chaos/lanes/queue.py): a free lane takes the next one, and
   experiments that restart processes run one at a time, never beside each other.
 - The experiments of a multi-node topology (`cluster`) run after the one-node lanes end, in one lane of their own,
   alone: two cluster stacks side by side (six brokers and two jobs on two cores) starved the controls' batches
@@ -27,9 +27,9 @@ from typing import Callable, Sequence
 
 from infra.stack import signals_deferred
 
-from .lane_queue import offered_order, queue_dir, write_queue
-from .spec import ExperimentSpec
-from .spec.fields import LIMITS
+from ..spec import ExperimentSpec
+from ..spec.fields import LIMITS
+from .queue import offered_order, queue_dir, write_queue
 
 MAX_LANES = int(LIMITS["lanes"])
 STOP_GRACE_S = 180.0  # a lane's teardown after Ctrl-C: heals, job stop, stack close (measured 20-60 s)

@@ -18,11 +18,11 @@ from typing import Any, Callable
 
 from infra.errors import InfraError
 
-from .arm_steps import ARM_OVERHEAD_S, ArmContext
-from .checks.recovery import Since, healthy_after
-from .checks.registry import holding_back, outcomes_set
-from .spec import Recovery
-from .triggers import LAUNCH_EVENTS, draw
+from ..checks.recovery import Since, healthy_after
+from ..checks.registry import holding_back, outcomes_set
+from ..spec import Recovery
+from ..triggers import LAUNCH_EVENTS, draw
+from .steps import ARM_OVERHEAD_S, ArmContext
 
 PROGRESS_EVERY_S = 15.0
 

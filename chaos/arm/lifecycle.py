@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from infra.errors import InfraError
 
-from .triggers import EVENTS, Draw, Trigger, key_pattern
+from ..triggers import EVENTS, Draw, Trigger, key_pattern
 
 HOLD_TIMEOUT_MS = 30_000  # a harness that dies with a request held: s3proxy forwards it after this long
 POLL_S = 0.5

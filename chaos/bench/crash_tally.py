@@ -11,8 +11,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from .faults import registry as fault_registry  # by module: its kinds are read as a run is tallied
-from .history import read_history
+from ..faults import registry as fault_registry  # by module: its kinds are read as a run is tallied
+from ..history import read_history
 
 
 def _kills(record: dict) -> bool:

@@ -1,4 +1,4 @@
-"""The queue a run's lanes take their one-node experiments from, one at a time (chaos/lanes.py).
+"""The queue a run's lanes take their one-node experiments from, one at a time (chaos/lanes/launch.py).
 
 Why a queue and not a share fixed at the start:
 - Experiments that restart processes (a fault whose kind declares `restarts_processes`: kills, pauses, a second
@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from .faults import registry as fault_registry  # by module: its kinds are read when a queue is planned
-from .spec import ExperimentSpec
+from ..faults import registry as fault_registry  # by module: its kinds are read when a queue is planned
+from ..spec import ExperimentSpec
 
 POLL_S = 1.0
 

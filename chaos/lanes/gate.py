@@ -32,7 +32,7 @@ SPANS = ("steady", "start", "off")
 def span_from_env() -> str:
     span = os.environ.get("CHAOS_LANE_GATE", "steady")
     if span not in SPANS:
-        from .errors import USAGE, ChaosError
+        from ..errors import USAGE, ChaosError
         raise ChaosError(f"CHAOS_LANE_GATE={span!r} is not one of {', '.join(SPANS)}; unset it for the default "
                          "(steady)", USAGE)
     return span

@@ -19,9 +19,9 @@ from infra.driver import launch_driver
 from infra.errors import InfraError
 from infra.stack import Stack
 
-from .outputs import read_progress
-from .smoke import create_topic
-from .workload import Ledger, Pacer, WorkloadSpec, plan, produce
+from ..outputs import read_progress
+from ..smoke import create_topic
+from ..workload import Ledger, Pacer, WorkloadSpec, plan, produce
 
 # name -> (job profile, state implementation)
 VARIANTS = {
