@@ -15,9 +15,9 @@ import ast
 import fnmatch
 import re
 import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from . import errors
 from .faults import registry as fault_registry  # by module: its kinds are read when a change is judged

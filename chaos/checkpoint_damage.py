@@ -9,10 +9,23 @@ from __future__ import annotations
 
 import io
 import random
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from .checkpoint_tools import (ANY, BATCH_KINDS, KIND_CHOICES, KINDS, RECORD_KINDS, SST_MAGIC, STATE_KINDS,
-                               CheckpointFile, Layout, read_layout, read_object, snapshot_ssts)
+from .checkpoint_tools import (
+    ANY,
+    BATCH_KINDS,
+    KIND_CHOICES,
+    KINDS,
+    RECORD_KINDS,
+    SST_MAGIC,
+    STATE_KINDS,
+    CheckpointFile,
+    Layout,
+    read_layout,
+    read_object,
+    snapshot_ssts,
+)
 
 METHODS = ("bit_flip", "truncate", "footer", "zero_fill")
 

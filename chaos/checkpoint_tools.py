@@ -29,8 +29,8 @@ import io
 import json
 import re
 import zipfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Union
 
 STATE_KINDS = ("sst", "zip", "changelog")           # `version`: the state version
 BATCH_KINDS = ("offsets", "commits")                # `version`: the batch id
@@ -46,7 +46,7 @@ SST_MAGIC = bytes.fromhex("f7cff485b741e288")
 
 # What reads the SSTs and changelogs a restart loads (infra/state_files.py): (kind, key, content) of each ->
 # {key: None if its reader read it whole, else what is wrong}.
-StateReader = Callable[[list[tuple[str, str, bytes]]], Mapping[str, Union[str, None]]]
+StateReader = Callable[[list[tuple[str, str, bytes]]], Mapping[str, str | None]]
 READERS = "RocksDB's SstFileReader with every block checksum, Spark's changelog reader"
 
 INTEGRITY_DIR = "_integrity"

@@ -15,8 +15,8 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from infra import artifacts, cds
 from infra.driver import launch_driver

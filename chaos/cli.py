@@ -12,8 +12,7 @@ from pathlib import Path
 from infra.errors import InfraError
 
 from . import errors
-from .commands.args import (_arms, _batches, _bench_seconds, _lanes, _rounds, _scale, _seed, _startup_variants,
-                            version)
+from .commands.args import _arms, _batches, _bench_seconds, _lanes, _rounds, _scale, _seed, _startup_variants, version
 from .commands.bench import bench, bench_cpu, bench_crashes, bench_startup, bench_suite, stack_smoke
 from .commands.catalog import catalogue, list_experiments, validate
 from .commands.common import BACKENDS, EXPERIMENTS_DIR

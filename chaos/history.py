@@ -30,9 +30,10 @@ import json
 import os
 import threading
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 PHASES = ("steady", "inject", "recover")
 BOUNDARIES = ("start", "end")
@@ -62,7 +63,7 @@ class HistoryError(ValueError):
 
 
 def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class HistoryWriter:

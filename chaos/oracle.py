@@ -10,8 +10,9 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 Range = tuple[int, int]
 

@@ -30,9 +30,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import pytest
 

@@ -4,8 +4,9 @@ a run ends, `chaos check RUN_DIR`, and `chaos clean` closing a run whose harness
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .checks.judge import judge_run
 from .store import RunStore

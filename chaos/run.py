@@ -23,18 +23,19 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from infra.errors import InfraError
 from infra.stack import Stack, StackLike, signals_deferred
 from job.settings import FACTORIES, settings_document
 
+from .arm.job import ArmConfig
 from .arm.schedule import FaultSchedule, PhaseClock
 from .arm.steps import ARM_OVERHEAD_S, ArmContext, clean_up, produce, warm_up
 from .faults import FaultContext, build
 from .faults.registry import FAULTS
-from .arm.job import ArmConfig
 from .lanes.gate import LaneGate, span_from_env
 from .rejudge import rejudge
 from .spec import ExperimentSpec

@@ -8,7 +8,7 @@ The schema says what each field may hold: its name, type, choices and bounds (LI
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from infra.components import TOPOLOGIES
 

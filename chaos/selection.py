@@ -4,7 +4,7 @@ judges it. The pytest plugin (chaos/pytest_plugin.py) runs the arms a `pytest -k
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 from . import errors
 from .spec import ExperimentSpec

@@ -11,8 +11,8 @@ import json
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from infra.driver import launch_driver
 from infra.errors import InfraError

@@ -23,9 +23,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from datetime import datetime, timezone
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.json"
@@ -52,7 +53,7 @@ def runs_root(out: Path | None = None) -> Path:
 def new_run_dir(name: str, out: Path | None = None) -> Path:
     """<runs>/<timestamp>-<name>-<pid>/, with <runs>/latest pointing at it."""
     runs = runs_root(out)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     run_dir = runs / f"{stamp}-{name}-{os.getpid()}"
     run_dir.mkdir(parents=True, exist_ok=False)
     latest = runs / LATEST
@@ -65,7 +66,7 @@ def new_run_dir(name: str, out: Path | None = None) -> Path:
 
 def now() -> str:
     """A run.json time: UTC, ISO 8601, whole seconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def write_text(path: Path, text: str) -> None:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 # How a key relative to a deployment's root (`<deployment>/`) is named, per event. The batch group, where there is
 # one, gives the batch id (a state version v belongs to batch v - 1).

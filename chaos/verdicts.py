@@ -16,7 +16,7 @@ it ranks between NODATA and SKIPPED (DISPLAY_ORDER), so a FAILED arm that did fi
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from . import errors
 

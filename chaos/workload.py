@@ -16,9 +16,10 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 

@@ -63,7 +63,7 @@ class StackInfo:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "StackInfo":
+    def from_json(cls, text: str) -> StackInfo:
         raw = json.loads(text)
         raw["driver"] = DriverSlot(**raw["driver"])
         return cls(**raw)

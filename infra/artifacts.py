@@ -26,9 +26,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .errors import ArtifactError
 from .paths import INFRA_DIR, cache_dir

@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .errors import InfraError
 from .s3proxy import S3Event, latency_summary

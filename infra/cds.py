@@ -23,10 +23,10 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from .artifacts import sha256_of
 from .paths import cache_dir
@@ -66,10 +66,10 @@ class ClassArchives:
             return ["-XX:+RecordDynamicDumpInfo"]
         return []
 
-    def only(self, prefixes: tuple[str, ...]) -> "ClassArchives":
+    def only(self, prefixes: tuple[str, ...]) -> ClassArchives:
         return ClassArchives(self.mode, {r: p for r, p in self.paths.items() if r.startswith(prefixes)})
 
-    def merged(self, other: "ClassArchives") -> "ClassArchives":
+    def merged(self, other: ClassArchives) -> ClassArchives:
         if self.mode == "off":
             return other
         if other.mode == "off":
@@ -82,7 +82,7 @@ class ClassArchives:
         return {"mode": self.mode, "paths": dict(self.paths)}
 
     @classmethod
-    def from_dict(cls, raw: dict | None) -> "ClassArchives":
+    def from_dict(cls, raw: dict | None) -> ClassArchives:
         return cls(**raw) if raw else cls()
 
 
@@ -125,7 +125,7 @@ class ArchiveSet:
     directory: Path
 
     @classmethod
-    def for_host(cls, host_artifacts, spark_home: str | Path, cache: Path | None = None) -> "ArchiveSet":
+    def for_host(cls, host_artifacts, spark_home: str | Path, cache: Path | None = None) -> ArchiveSet:
         key = fingerprint(spark_home, list(host_artifacts.kafka_jars), list(host_artifacts.spark_jars))
         return cls((cache or cache_dir()) / "cds" / key)
 

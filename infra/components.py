@@ -6,9 +6,9 @@ the two backends cannot drift apart.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .cds import OFF, ClassArchives
 from .errors import InfraError
@@ -106,12 +106,12 @@ class Ports:
     SCALARS = 9  # the fields before `brokers`, in the order allocate() fills them
 
     @classmethod
-    def count(cls, shape: "Topology | None" = None) -> int:
+    def count(cls, shape: Topology | None = None) -> int:
         shape = shape or TOPOLOGIES["single"]
         return cls.SCALARS + 4 * shape.brokers + 2 * shape.workers
 
     @classmethod
-    def allocate(cls, numbers: list[int], shape: "Topology | None" = None) -> "Ports":
+    def allocate(cls, numbers: list[int], shape: Topology | None = None) -> Ports:
         """Ports from `count(shape)` free port numbers: the scalars first (index 2 is MinIO's), then 4 per broker
         and 2 per worker."""
         shape = shape or TOPOLOGIES["single"]

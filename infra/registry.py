@@ -15,9 +15,9 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .owners import owner_alive, owner_label  # one owner label for containers and run records
 from .paths import cache_dir

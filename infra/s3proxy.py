@@ -18,8 +18,8 @@ import dataclasses
 import math
 import statistics
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 import requests
 
@@ -63,7 +63,7 @@ class S3Event:
     error: str = ""
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "S3Event":
+    def from_dict(cls, raw: dict) -> S3Event:
         """Fields this client does not know (a newer proxy) are ignored; missing ones take their defaults."""
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{name: value for name, value in raw.items() if name in known and value is not None})

@@ -21,10 +21,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, Self, TypeVar
+from typing import Protocol, Self, TypeVar
 
 from . import artifacts, components, registry
 from .access import Credentials, DriverSlot, KafkaLogin, StackInfo

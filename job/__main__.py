@@ -26,7 +26,8 @@ import os
 import signal
 import sys
 import time
-from typing import Iterable, TypedDict
+from collections.abc import Iterable
+from typing import TypedDict
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession

@@ -24,8 +24,8 @@ import io
 import json
 import re
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from .objectstore import Listed
 

@@ -50,11 +50,20 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Callable
 
-from .checkpoint import (SST_MAGIC, Checkpoint, StateFile, expected_partitions, parse_listing, record_problem,
-                         shuffle_partitions, snapshot_ssts, source_start)
+from .checkpoint import (
+    SST_MAGIC,
+    Checkpoint,
+    StateFile,
+    expected_partitions,
+    parse_listing,
+    record_problem,
+    shuffle_partitions,
+    snapshot_ssts,
+    source_start,
+)
 from .objectstore import Missing, ObjectStore
 from .repair_plan import Check, CheckRecord, IntegrityError, Plan, plan_recovery, record_key, summary
 

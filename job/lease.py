@@ -33,8 +33,8 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from .objectstore import Missing, ObjectStore, PreconditionFailed
 
@@ -85,7 +85,7 @@ class LeaseRecord:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "LeaseRecord":
+    def from_bytes(cls, data: bytes) -> LeaseRecord:
         raw = json.loads(data)
         return cls(**{name: raw[name] for name in cls.__dataclass_fields__})
 

@@ -12,8 +12,8 @@ can. The pin in requirements.lock keeps that private method stable, and tests/in
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 
 class PreconditionFailed(Exception):
@@ -44,7 +44,7 @@ class ObjectStore:
 
     @classmethod
     def connect(cls, endpoint: str, access_key: str, secret_key: str, bucket: str,
-                timeout_s: float = 10.0) -> "ObjectStore":
+                timeout_s: float = 10.0) -> ObjectStore:
         """With explicit keys (tests); the job uses from_providers."""
         from minio.credentials.providers import StaticProvider
 
@@ -53,7 +53,7 @@ class ObjectStore:
 
     @classmethod
     def from_providers(cls, host: str, bucket: str, secure: bool = True, region: str | None = None,
-                       timeout_s: float = 10.0) -> "ObjectStore":
+                       timeout_s: float = 10.0) -> ObjectStore:
         """Credentials from the standard places, as S3A's default providers in job/spark.py take them: the
         environment (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN), then the shared credentials
         file (AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE)."""
@@ -64,7 +64,7 @@ class ObjectStore:
 
     @classmethod
     def _client(cls, host: str, bucket: str, credentials, secure: bool, region: str | None,
-                timeout_s: float) -> "ObjectStore":
+                timeout_s: float) -> ObjectStore:
         import urllib3
         from minio import Minio
 

@@ -5,8 +5,8 @@ out. The rules, per kind of damage, are in job/integrity.py's docstring and docs
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from .checkpoint import Checkpoint, Partition, StateFile, is_state_metadata
 

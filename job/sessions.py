@@ -6,7 +6,7 @@ Spark's session_window defines it), count, first_seq, last_seq, session_id (sha1
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pandas as pd
 from pyspark.sql import DataFrame

@@ -5,8 +5,9 @@ import argparse
 import json
 import os
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping, Union, get_args, get_origin, get_type_hints
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 PROFILES = ("hardened", "naive", "baseline")
 STATE_IMPLS = ("session-window", "tws-rows", "tws-pandas")

@@ -17,7 +17,7 @@ so no version is ever committed without one.
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 

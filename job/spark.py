@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 from urllib.parse import urlsplit
 
 # The AWS SDK v2 classes (hadoop-aws 3.4+ is built on SDK v2; v1 names are only mapped for a few classes).

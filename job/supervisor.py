@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 # Failures no restart can fix. Matched against the first lines of the query's exception.
 FATAL_PATTERNS = (

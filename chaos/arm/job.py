@@ -14,16 +14,15 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Mapping
-
-from job.settings import Settings, resolve
 
 from infra.driver import launch_driver
 from infra.procs import ManagedProcess
 from infra.stack import StackLike
+from job.settings import Settings, resolve
 
 from ..oracle import compare, coverage, emission_waits, expected_sessions
 from ..outputs import read_progress, read_sessions

@@ -28,8 +28,9 @@ import re
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import urllib3
 
@@ -171,7 +172,7 @@ class Sampler:
         self._late_rows: int | None = None  # rows dropped behind the watermark, over every batch seen
         self._started = time.monotonic()
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         from confluent_kafka import Consumer
 
         # Silent: process-crash kills the broker on purpose, and at level 3 librdkafka printed a "Connection

@@ -13,8 +13,9 @@ import dataclasses
 import random
 import threading
 import time
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from infra.errors import InfraError
 
@@ -265,7 +266,7 @@ def recovered_since(ctx: ArmContext, since: float) -> bool:
     if len(after) < need + 1:
         return False
     window = after[-(need + 1):]
-    after_since = Since(datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - since))
+    after_since = Since(datetime.now(UTC) - timedelta(seconds=time.monotonic() - since))
     return all(healthy_after(sample, previous, target.lag_below, after_since)
                for previous, sample in zip(window, window[1:]))
 

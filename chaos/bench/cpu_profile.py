@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 STARTUP_S = 20.0  # a driver's launch to its first fast batch (docs/lab-notes.md: 21.5 s with class-data archives)
 PROC = Path("/proc")

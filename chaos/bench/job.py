@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from infra.driver import launch_driver
 from infra.errors import InfraError

@@ -3,7 +3,7 @@
 result.json."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..spec import Arm, ExperimentSpec, Targets
 from ..verdicts import INTERRUPTED, SKIPPED, worst

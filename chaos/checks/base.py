@@ -4,15 +4,16 @@ that decide whether a check of the control's data can stand for the hardened tar
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Any
 
 from ..history import PHASES
 from ..spec import ExperimentSpec, Targets
 from .timeline import Check, Timeline
 
 # What a check's judge returns: one check, several (the probes: one per probe), or none (nothing to say).
-Judged = Union[Check, Sequence[Check], None]
+Judged = Check | Sequence[Check] | None
 
 # The checks that judge an outcome a user of the job would see (sessions lost or duplicated, output late, no progress,
 # state without bound, a checkpoint a restart cannot load) and each `probe:<metric>`. Discrimination counts only

@@ -3,11 +3,10 @@
 cause)."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .base import CheckDef, ControlData, settle
 from .timeline import Check, Timeline, at_time, num, secs, time_of
-
 
 SECOND = "second-deployment"
 

@@ -6,7 +6,7 @@ other units, log lines it never watched), that check is NODATA with the reason, 
 more data could not undo it (chaos.checks.base.settle). See docs/experiments.md, "Discrimination"."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..spec import ExperimentSpec
 from .base import ControlData, is_outcome

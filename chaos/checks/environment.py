@@ -3,7 +3,7 @@ that did not happen while the job's driver was down by its own exit is the job's
 check, chaos/checks/deployment.py), not the environment's."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .base import CheckDef
 from .deployment import down_by_itself

@@ -3,7 +3,7 @@ acknowledged events (coverage); output with wrong fields fails `lost`, output no
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from collections.abc import Mapping
 
 from .base import CheckDef, ControlData, settle, unjudged
 from .timeline import Check, Timeline, num

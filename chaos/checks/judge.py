@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence, cast
+from typing import Any, cast
 
 from ..errors import SpecError
 from ..history import HistoryError, read_history
@@ -19,8 +20,8 @@ from ..verdicts import INTERRUPTED, worst
 from .arm import judge_records, skipped_reason
 from .discrimination import CONTROL, SUBJECT, discriminate, discrimination_result
 from .exactly_once import oracle_kind
-from .registry import raised
 from .logs import signature_ratio, watched_patterns
+from .registry import raised
 from .timeline import Check, timeline
 
 

@@ -2,7 +2,8 @@
 one batch in flight, the next state version loadable in every partition, and what a restart reads intact."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .base import CheckDef, ControlData, settle
 from .timeline import Check

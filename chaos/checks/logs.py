@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..spec import ExperimentSpec, Logs
 from .base import CheckDef, ControlData, settle, unjudged

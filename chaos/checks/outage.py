@@ -9,7 +9,7 @@ and an exit by signal are no report.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .base import CheckDef, ControlData, settle
 from .recovery import shapes_workload

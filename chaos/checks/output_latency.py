@@ -7,7 +7,7 @@ the end, so a session no rule closed shows as one that waited the whole run.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .base import ArmData, CheckDef, ControlData, settle
 from .timeline import Check, secs

@@ -7,9 +7,10 @@ the largest lag of the inject and recover samples; still_healthy: the last sampl
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Mapping, Sequence, cast
+from datetime import UTC, datetime
+from typing import cast
 
 from ..faults import registry as fault_registry  # by module: read as a history is judged
 from ..spec import ExperimentSpec, Recovery
@@ -136,7 +137,7 @@ def instant(value: object) -> datetime | None:
         moment = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,26 @@ harness, never a broken job, so it can never pass as PASSED or vanish as a lost 
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..spec import Targets
-from . import (deployment, environment, exactly_once, lineage, logs, outage, output_latency, progress, recovery, state,
-               steady_state)
+from . import (
+    deployment,
+    environment,
+    exactly_once,
+    lineage,
+    logs,
+    outage,
+    output_latency,
+    progress,
+    recovery,
+    state,
+    steady_state,
+)
 from .base import ArmData, CheckDef, ControlData, Judged, is_outcome
 from .timeline import Check
 

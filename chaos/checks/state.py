@@ -3,8 +3,8 @@ bounds on rows and rows per live key."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from ..spec import StateTarget
 from ..verdicts import worst

@@ -2,7 +2,7 @@
 probe's phases must be <= its tolerance. One check per probe; a metric probed twice is named probe:<metric>#n."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..spec import Probe
 from .base import ArmData, CheckDef, ControlData, settle

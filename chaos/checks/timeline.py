@@ -6,9 +6,9 @@ injected and healed when, and the samples, so a plot and a verdict cannot disagr
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable, Mapping, Sequence
 
 from ..history import PHASES
 

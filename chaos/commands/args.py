@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import EXPERIMENTS_DIR, shown as _shown
+from .common import EXPERIMENTS_DIR
+from .common import shown as _shown
 
 MAX_SEED = 2**31 - 1  # a seed's bound (chaos/spec/fields.py LIMITS); `--seed random` draws below it
 MAX_BENCH_SECONDS = 24 * 3600.0  # bench job --seconds: a variant's run, like any spec duration

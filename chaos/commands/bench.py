@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .. import errors
 from ..store import RunStore, new_run_dir
-from .common import progress as _progress, require_run_dir
+from .common import progress as _progress
+from .common import require_run_dir
 
 
 def _measured(kind: str, out: Path | None, as_json: bool, measure: Callable[[Path], dict]) -> tuple[Path, dict]:

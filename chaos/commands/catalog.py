@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import json
-
 import sys
 from pathlib import Path
 
 from .. import errors
-from .common import EXPERIMENTS_DIR, _suite_path, is_file as _is_file
+from .common import EXPERIMENTS_DIR, _suite_path
+from .common import is_file as _is_file
 
 
 def catalogue() -> list[dict]:

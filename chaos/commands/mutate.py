@@ -7,7 +7,9 @@ from pathlib import Path
 from .. import errors
 from ..store import new_run_dir
 from ..verdicts import EXIT as VERDICT_EXIT
-from .common import EXPERIMENTS_DIR, _print_results, progress as _progress, shown as _shown
+from .common import EXPERIMENTS_DIR, _print_results
+from .common import progress as _progress
+from .common import shown as _shown
 from .runs import _resolve, clean_dead_runs
 
 

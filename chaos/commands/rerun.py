@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import json
-
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import errors
-from .common import BACKENDS, progress as _progress, require_run_dir, shown as _shown
+from .common import BACKENDS, require_run_dir
+from .common import progress as _progress
+from .common import shown as _shown
 from .runs import _execute
 
 if TYPE_CHECKING:

@@ -9,7 +9,8 @@ from pathlib import Path
 from .. import errors
 from ..store import RunStore, is_run_dir, new_run_dir
 from ..verdicts import EXIT as VERDICT_EXIT  # the one owner of verdicts and their exit codes
-from .common import (_experiment_path, _print_results, _suite_path, progress as _progress, require_run_dir)
+from .common import _experiment_path, _print_results, _suite_path, require_run_dir
+from .common import progress as _progress
 
 
 def _resolve(names: list[str], suite: str | None, scale: float | None):

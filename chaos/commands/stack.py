@@ -8,8 +8,8 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .. import errors
 from ..store import new_run_dir

@@ -8,8 +8,7 @@ from __future__ import annotations
 # Load order: the spec package first. Kinds validate with its toolkit (chaos.spec.fields) and the spec reads the
 # registry, so the registry must not start loading before the toolkit has.
 from .. import spec as _spec  # noqa: F401
-from .base import (JOB_EXIT_REFUSED, ArmControl, BaseFault, FaultContext, FaultError, FaultKind, Param,
-                   job_line)
+from .base import JOB_EXIT_REFUSED, ArmControl, BaseFault, FaultContext, FaultError, FaultKind, Param, job_line
 from .checkpoint import CorruptCheckpoint, SecondDeployment
 from .data import WorkloadWindow
 from .network import PROXIES, Flap, ProxyDown, Toxic

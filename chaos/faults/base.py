@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from infra.errors import InfraError
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .. import checkpoint_damage
 from ..spec.fields import EPSILON, Invalid, fmt_seconds

@@ -2,7 +2,8 @@
 the kind's `reshape` (chaos.run.segments); inject and heal only mark the window in the history."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .base import BaseFault, FaultKind, Param, params
 

@@ -6,7 +6,8 @@ import random
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from infra.errors import InfraError
 from infra.procs import descendants_running

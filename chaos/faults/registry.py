@@ -2,8 +2,9 @@
 of the schema). A new kind goes into its family's KINDS; a new family is one module and one line in FAMILIES."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from . import broker, checkpoint, data, network, process, s3
 from .base import BaseFault, FaultContext, FaultKind

@@ -3,7 +3,8 @@ by operation and key (other arms and the harness's direct reads are never touche
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from infra.errors import InfraError
 from infra.s3proxy import S3ProxyClient

@@ -18,8 +18,8 @@ import fcntl
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 WAIT_S = 120.0  # longer than another lane's start and steady phase take on this machine (30-60 s)
 POLL_S = 0.2
@@ -47,7 +47,7 @@ class LaneGate:
         self.span = span
         directory.mkdir(parents=True, exist_ok=True)
 
-    def start(self, say: Callable[[str], None]) -> "Turn":
+    def start(self, say: Callable[[str], None]) -> Turn:
         """Wait for this arm's turn to start its job; it is held until `Turn.steady`'s phase ends or `Turn.release`."""
         began = time.monotonic()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)

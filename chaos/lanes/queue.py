@@ -23,10 +23,10 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from ..faults import registry as fault_registry  # by module: its kinds are read when a queue is planned
 from ..spec import ExperimentSpec

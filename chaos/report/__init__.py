@@ -8,32 +8,59 @@ Every string that comes from a file is escaped; see docs/reports.md.
 Modules: model (reading a run), facts (what was run, how to rerun it), plots, markup (what pages share), page (index.html), junit, trend, cli.
 Every name is re-exported here: `from chaos.report import write_report` keeps working.
 """
-from .model import (
-    Arm, FaultWindow, ReportError, Run, Timeline, VERDICT_COLOURS, VERDICT_ORDER, load_run,
-    load_timeline,
+from .cli import (
+    main_report,
 )
 from .facts import (
-    flaky_lines, recovery, rerun_command, run_command, utc,
+    flaky_lines,
+    recovery,
+    rerun_command,
+    run_command,
+    utc,
 )
-from .plots import (
-    FAULT_COLOURS, Metric, PANELS, Panel, plot_panel,
+from .junit import (
+    JUNIT_ERRORS,
+    write_junit,
 )
 from .markup import (
     CSS,
 )
+from .model import (
+    VERDICT_COLOURS,
+    VERDICT_ORDER,
+    Arm,
+    FaultWindow,
+    ReportError,
+    Run,
+    Timeline,
+    load_run,
+    load_timeline,
+)
 from .page import (
-    DISCRIMINATION_COLOURS, MUTANT_COLOURS, NOT_DISCRIMINATING_LINE, discrimination_line, render_report,
+    DISCRIMINATION_COLOURS,
+    MUTANT_COLOURS,
+    NOT_DISCRIMINATING_LINE,
+    discrimination_line,
+    render_report,
     write_report,
 )
-from .junit import (
-    JUNIT_ERRORS, write_junit,
+from .plots import (
+    FAULT_COLOURS,
+    PANELS,
+    Metric,
+    Panel,
+    plot_panel,
 )
 from .trend import (
-    NOT_RECOVERED, TREND_METRICS, TrendMetric, TrendRow, arm_figures, collect_runs, find_regressions,
-    render_trend, write_trend,
-)
-from .cli import (
-    main_report,
+    NOT_RECOVERED,
+    TREND_METRICS,
+    TrendMetric,
+    TrendRow,
+    arm_figures,
+    collect_runs,
+    find_regressions,
+    render_trend,
+    write_trend,
 )
 
 __all__ = [

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence
+from typing import NoReturn
 
 from .junit import write_junit
 from .model import ReportError
 from .page import write_report
 from .trend import write_trend
+
 
 # -- command line ----------------------------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .model import Arm, Run, _number
 
@@ -20,7 +20,7 @@ def utc(wall: object) -> str:
     except ValueError:
         return wall
     if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc)
+        moment = moment.astimezone(UTC)
     text = moment.strftime("%Y-%m-%d %H:%M:%S")
     if moment.microsecond:
         text += f".{moment.microsecond // 1000:03d}"

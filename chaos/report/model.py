@@ -4,9 +4,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..checks.timeline import FaultWindow, time_of, timeline
 from ..checks.timeline import Timeline as CheckTimeline

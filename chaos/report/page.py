@@ -8,6 +8,7 @@ from .markup import _badge, _count, _duration, _e, _link, _page
 from .model import VERDICT_COLOURS, Arm, Run, Timeline, _anchor, _number, _verdict, _write_atomic, load_run
 from .plots import LEGACY_STATE_BYTES, PANELS, _fault_colour, plot_panel, thresholds
 
+
 def _check_line(check: dict) -> str:
     verdict = _verdict(check.get("verdict"))
     return (f'<div class="check" title="{_e(check.get("message"))}">{_badge(verdict)} '

@@ -4,9 +4,8 @@ from __future__ import annotations
 import io
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-from typing import Sequence
 
 from .model import Arm, FaultWindow, Timeline, _number
 

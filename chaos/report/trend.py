@@ -5,16 +5,17 @@ import math
 import os
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
 from urllib.parse import quote
 
-from .markup import _badge, _e, _page
 from ..store import RunStore, is_run_dir
+from .markup import _badge, _e, _page
 from .model import Arm, ReportError, Run, Timeline, _anchor, _number, _write_atomic, load_run
 from .plots import _figure, _style_axes, _svg
+
 
 # -- trends ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)

@@ -19,18 +19,54 @@ from __future__ import annotations
 from job.settings import STATE_IMPLS
 
 from ..errors import SpecError
-
-from .model import (ARM_PROFILES, Arm, CONTROL_PROFILES, EXPECTS, ExperimentSpec, Fault, Logs, OPTION_MAPS, Probe,
-                    Recovery, SCHEDULES, SHAPES, StateTarget, TRENDS, Targets)
-from .fields import (DURATION_HELP, DURATION_RE, GLOB_RE, INCIDENT_FILE_RE, LIMITS, MAX_DURATION_S, MAX_INT,
-                     MAX_ITEMS, MAX_NAME, MAX_NUMBER, MAX_PAYLOAD_BYTES, MAX_SCALE, NAME_RE)
-from .experiment import (ARM_SETTINGS, FAULT_FIELDS, JOB_EXIT_CODES, JOB_FIELDS, PROBE_FIELDS, PROBE_METRICS,
-                         TARGET_FIELDS, TOP_FIELDS, TOP_REQUIRED, WORKLOAD_FIELDS)
-from .targets import TARGET_PARAMS
-from .stored import load_stored
+from .experiment import (
+                    ARM_SETTINGS,
+                    FAULT_FIELDS,
+                    JOB_EXIT_CODES,
+                    JOB_FIELDS,
+                    PROBE_FIELDS,
+                    PROBE_METRICS,
+                    TARGET_FIELDS,
+                    TOP_FIELDS,
+                    TOP_REQUIRED,
+                    WORKLOAD_FIELDS,
+)
+from .fields import (
+                    DURATION_HELP,
+                    DURATION_RE,
+                    GLOB_RE,
+                    INCIDENT_FILE_RE,
+                    LIMITS,
+                    MAX_DURATION_S,
+                    MAX_INT,
+                    MAX_ITEMS,
+                    MAX_NAME,
+                    MAX_NUMBER,
+                    MAX_PAYLOAD_BYTES,
+                    MAX_SCALE,
+                    NAME_RE,
+)
 from .loading import check_incident, load_experiment
+from .model import (
+                    ARM_PROFILES,
+                    CONTROL_PROFILES,
+                    EXPECTS,
+                    OPTION_MAPS,
+                    SCHEDULES,
+                    SHAPES,
+                    TRENDS,
+                    Arm,
+                    ExperimentSpec,
+                    Fault,
+                    Logs,
+                    Probe,
+                    Recovery,
+                    StateTarget,
+                    Targets,
+)
+from .stored import load_stored
 from .suites import load_suite
-
+from .targets import TARGET_PARAMS
 
 __all__ = ["ARM_PROFILES", "ARM_SETTINGS", "Arm", "CONTROL_PROFILES", "DURATION_HELP", "DURATION_RE", "EXPECTS",
            "ExperimentSpec", "FAULT_FIELDS", "Fault", "GLOB_RE", "INCIDENT_FILE_RE", "JOB_EXIT_CODES", "JOB_FIELDS",

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Callable, Mapping, TypeGuard
+from typing import TypeGuard
 
 from infra.components import TOPOLOGIES
 from job.settings import STATE_IMPLS
@@ -20,12 +21,55 @@ from .. import triggers
 from ..faults import registry as fault_registry  # by module: its names are read when a spec is validated
 from ..faults.base import Param
 from ..history import PHASES, SAMPLE_METRICS
-from .fields import (EPSILON, GLOB_RE, MAX_INT, MAX_ITEMS, MAX_NUMBER, MAX_PAYLOAD_BYTES, NAME_HELP,
-                     NAME_RE, INCIDENT_FILE_RE, Invalid, Path_, boolean, bounds_text, choice, duration_field,
-                     fmt_seconds, integer, is_int, is_number, limit_of, mapping_of, nonempty_text, number, regex_field,
-                     required_key, show)
-from .model import (ARM_PROFILES, CONTROL_PROFILES, EXPECTS, INVARIANTS, SCHEDULES, SHAPES, TRENDS, Arm, ExperimentSpec, Fault, Incident,
-                    Job, Logs, Phases, Probe, Recovery, StateTarget, Targets, Workload)
+from .fields import (
+    EPSILON,
+    GLOB_RE,
+    INCIDENT_FILE_RE,
+    MAX_INT,
+    MAX_ITEMS,
+    MAX_NUMBER,
+    MAX_PAYLOAD_BYTES,
+    NAME_HELP,
+    NAME_RE,
+    Invalid,
+    Path_,
+    boolean,
+    bounds_text,
+    choice,
+    duration_field,
+    fmt_seconds,
+    integer,
+    is_int,
+    is_number,
+    limit_of,
+    mapping_of,
+    nonempty_text,
+    number,
+    regex_field,
+    required_key,
+    show,
+)
+from .model import (
+    ARM_PROFILES,
+    CONTROL_PROFILES,
+    EXPECTS,
+    INVARIANTS,
+    SCHEDULES,
+    SHAPES,
+    TRENDS,
+    Arm,
+    ExperimentSpec,
+    Fault,
+    Incident,
+    Job,
+    Logs,
+    Phases,
+    Probe,
+    Recovery,
+    StateTarget,
+    Targets,
+    Workload,
+)
 from .targets import TARGET_PARAMS
 
 # -- sections ------------------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Iterable, Mapping, TypeGuard, TypeVar
+from typing import TypeGuard, TypeVar
 
 import yaml
 
@@ -17,7 +18,7 @@ from ..errors import SpecError
 DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 MAX_PAYLOAD_BYTES = 4096
 MAX_NAME = 64  # experiment and suite names become directory names (run store, deployments, buckets)
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,%d}$" % (MAX_NAME - 1))
+NAME_RE = re.compile(rf"^[a-z0-9][a-z0-9-]{{0,{MAX_NAME - 1}}}$")
 NAME_HELP = f"lowercase letters, digits and dashes, starting with a letter or digit, at most {MAX_NAME} characters"
 GLOB_RE = re.compile(r"^[A-Za-z0-9_./*?-]{1,200}$")
 INCIDENT_FILE_RE = re.compile(r"^\d{3}-[A-Za-z0-9._-]+\.txt$")

@@ -3,9 +3,10 @@ every duration in seconds; and their JSON form for the run store (`to_dict`, `fr
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping, cast
+from typing import Any, cast
 
 from job.settings import Settings
 

@@ -5,8 +5,21 @@ from pathlib import Path
 
 from ..errors import SpecError
 from ..faults import registry as fault_registry  # by module: its names are read when a spec is loaded
-from .fields import (MAX_DURATION_S, NAME_HELP, NAME_RE, Invalid, Path_, check_scale, choice, dotted, fmt_seconds,
-                     integer, is_int, number, show)
+from .fields import (
+    MAX_DURATION_S,
+    NAME_HELP,
+    NAME_RE,
+    Invalid,
+    Path_,
+    check_scale,
+    choice,
+    dotted,
+    fmt_seconds,
+    integer,
+    is_int,
+    number,
+    show,
+)
 from .model import ARM_PROFILES, ExperimentSpec
 
 

@@ -4,14 +4,29 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from ..errors import SpecError
 from .experiment import TOP_FIELDS, parse_experiment
-from .fields import (LIMITS, MAX_ITEMS, NAME_HELP, NAME_RE, Invalid, Path_, check_scale, dotted, integer, is_int,
-                     mapping_of, nonempty_text, num, number, show)
+from .fields import (
+    LIMITS,
+    MAX_ITEMS,
+    NAME_HELP,
+    NAME_RE,
+    Invalid,
+    Path_,
+    check_scale,
+    dotted,
+    integer,
+    is_int,
+    mapping_of,
+    nonempty_text,
+    num,
+    number,
+    show,
+)
 from .loading import load_yaml
 from .model import ARM_PROFILES, Suite, SuiteEntry
 

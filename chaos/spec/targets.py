@@ -8,9 +8,9 @@ of `chaos.spec.Targets` with its own function in experiment.py instead (docs/arc
 goes")."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 from ..faults.base import Param, params
 

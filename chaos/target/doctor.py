@@ -16,9 +16,9 @@ import os
 import shlex
 import shutil
 import socket
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Iterator
 from urllib.parse import urlsplit
 
 from infra.errors import InfraError

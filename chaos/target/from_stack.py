@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
 
-from infra.driver import S3_REGION, cluster_conf, sasl_kafka_options
 from infra.access import KAFKA_PASSWORD_ENV, KAFKA_USERNAME_ENV
+from infra.driver import S3_REGION, cluster_conf, sasl_kafka_options
 
 from .model import Target, parse_target
 
@@ -128,7 +128,7 @@ def write_target(stack: Stack, path: Path, name: str = "local-stack") -> Target:
     """Write the stack's target file at `path` (atomically: a reader never sees half a file)."""
     target = stack_target(stack, name, str(path))
     header = (f"# The stack of {stack.run_dir}, written by `chaos stack up` at "
-              f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}.\n"
+              f"{datetime.now(UTC).isoformat(timespec='seconds')}.\n"
               f"# Valid while that command (pid {os.getpid()}) runs: its restart hooks signal it; it removes this file "
               "when it stops.\n"
               f"# Credentials are the variables {ACCESS_KEY_ENV} and {SECRET_KEY_ENV} of the environment it was "

@@ -8,7 +8,7 @@ killed must come back), never its name.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..faults import registry as fault_registry  # by module: its kinds are read when an arm is gated
 from ..faults.base import FaultError, FaultKind

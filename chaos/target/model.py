@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 from urllib.parse import urlsplit
 
 from ..errors import SpecError
 from ..faults.process import TARGETS as PROCESS_ROLES
-from ..spec.fields import (MAX_ITEMS, Invalid, Path_, boolean, choice, dotted, integer, mapping_of, nonempty_text,
-                           show)
+from ..spec.fields import MAX_ITEMS, Invalid, Path_, boolean, choice, dotted, integer, mapping_of, nonempty_text, show
 from ..spec.loading import load_yaml
 
 TOP_FIELDS = ("name", "kafka", "s3", "spark", "credentials", "toxiproxy", "hooks")

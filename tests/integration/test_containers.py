@@ -17,8 +17,15 @@ import pytest
 from infra import artifacts, images
 from infra.cds import OFF
 from infra.components import LaunchSpec, Ports, toxiproxy
-from infra.containers import (LABEL, LABEL_OWNER, ContainersBackend, containers_of, engine_status, owner_label,
-                              remove_leftovers)
+from infra.containers import (
+    LABEL,
+    LABEL_OWNER,
+    ContainersBackend,
+    containers_of,
+    engine_status,
+    owner_label,
+    remove_leftovers,
+)
 from infra.ports import free_ports, listening
 from tests.leftovers import pids_of
 

@@ -162,9 +162,8 @@ def test_a_port_taken_under_the_stack_is_one_line_naming_the_component(tmp_path,
 
     monkeypatch.setattr(infra.stack, "free_ports", with_minio_port_taken)
     try:
-        with pytest.raises(ComponentError) as error:
-            with Stack(tmp_path / "run"):
-                pass
+        with pytest.raises(ComponentError) as error, Stack(tmp_path / "run"):
+            pass
     finally:
         squatter.close()
     message = str(error.value)

@@ -14,8 +14,9 @@ import pytest
 from chaos import smoke
 from infra.containers import containers_of
 from infra.ports import listening
-from tests.leftovers import pids_of as _pids_of, ports_of as _ports_of
 from infra.stack import PROXIES
+from tests.leftovers import pids_of as _pids_of
+from tests.leftovers import ports_of as _ports_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.all_backends]
 

@@ -4,7 +4,7 @@ appear beside them (issue 20: adding a check breaks no unrelated test). What may
 a registered check, never one the test already names a second time."""
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from chaos.checks.registry import CHECKS
 

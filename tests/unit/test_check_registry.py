@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from chaos import cli, errors
+from chaos.arm.schedule import ends_early
 from chaos.checks import registry
 from chaos.checks.base import CheckDef
 from chaos.checks.judge import judge_arm, judge_run
 from chaos.checks.registry import CHECKS, holding_back, registered
-from chaos.arm.schedule import ends_early
 from chaos.spec import TARGET_PARAMS, ExperimentSpec, Targets, load_experiment
 from tests.unit.fixture_runs import passed_copy
 

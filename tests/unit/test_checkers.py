@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable
 
 import pytest
 
@@ -46,7 +46,7 @@ class FakeClock:
     def __call__(self) -> float:
         return self.t
 
-    epoch = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    epoch = datetime(2026, 11, 20, tzinfo=UTC)
 
     def wall(self) -> datetime:
         return self.epoch + timedelta(seconds=self.t)
@@ -606,7 +606,7 @@ def test_logs_expected_and_forbidden(story):
     assert missing.verdict == "FAILED" and missing.message == "no log line matched expected 'never'"
     assert missing.measured == "expected matched 1/2 (1 lines)"
     forbidden = check_logs(tl, Logs(("boom",), ("bad",)))
-    assert forbidden.verdict == "FAILED" and "forbidden 'bad' matched logs/job-1.log:7: bad news" == forbidden.message
+    assert forbidden.verdict == "FAILED" and forbidden.message == "forbidden 'bad' matched logs/job-1.log:7: bad news"
 
 
 def test_a_loop_is_judged_by_its_count_over_line_records_and_tallies(story):

@@ -251,7 +251,7 @@ def test_check_rewrites_the_report_with_the_results(tmp_path):
     done = chaos("check", str(run))
     assert done.returncode in (0, 1), done.stderr
     assert (run / "junit.xml").read_text().startswith("<?xml")
-    assert "stale" != (run / "index.html").read_text() and "<html" in (run / "index.html").read_text().lower()
+    assert (run / "index.html").read_text() != "stale" and "<html" in (run / "index.html").read_text().lower()
 
 
 # -- reproduce -----------------------------------------------------------------------------------------------------

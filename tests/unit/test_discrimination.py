@@ -24,8 +24,7 @@ from chaos.spec import ExperimentSpec, load_experiment, load_suite
 from chaos.workload import Event
 from tests.unit.check_lists import assert_checks
 from tests.unit.fixture_runs import passed_copy
-from tests.unit.test_checkers import (Story, _log, clean_oracle, dead_after_fault, healthy, recovering,
-                                      write_history)
+from tests.unit.test_checkers import Story, _log, clean_oracle, dead_after_fault, healthy, recovering, write_history
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 RUN_A = "20261123T081854-smoke-13866"

@@ -14,11 +14,11 @@ from types import MappingProxyType
 
 import pytest
 
+from chaos.bench.crash_tally import arm_tally
 from chaos.changed import Change, select, served_kinds
 from chaos.checks.outage import outage_start
 from chaos.checks.recovery import _interruptions, disruptions, momentary, shapes_workload
 from chaos.checks.timeline import timeline
-from chaos.bench.crash_tally import arm_tally
 from chaos.errors import SpecError
 from chaos.faults import registry
 from chaos.faults.base import BaseFault, FaultKind, Needs

@@ -10,8 +10,8 @@ import pytest
 
 from job.checkpoint import expected_partitions, record_problem, shuffle_partitions, source_start
 from job.integrity import IntegrityError, StateFile, parse_listing, plan_recovery, snapshot_ssts
-from job.repair_plan import input_gap
 from job.objectstore import Listed
+from job.repair_plan import input_gap
 from job.supervisor import BudgetExceeded, RestartPolicy, classify, out_of_reach, root_cause
 
 ROOT = "dep/checkpoint"

@@ -99,8 +99,8 @@ def test_a_secret_by_reference_is_accepted():
 
 
 def test_the_harness_passes_the_stack_as_options_and_the_same_spark_settings(tmp_path):
-    from infra.driver import job_args, spark_conf
     from infra.access import DriverSlot, StackInfo
+    from infra.driver import job_args, spark_conf
 
     info = StackInfo(backend="local", run_dir=str(tmp_path), kafka_bootstrap="127.0.0.1:1",
                      kafka_internal_bootstrap="127.0.0.1:2", s3_endpoint="http://127.0.0.1:3",

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.lanes.queue import LaneQueue, QueueItem, offered_order, restarts_processes, write_queue
 from chaos.cli import _parser
 from chaos.lanes.launch import MAX_LANES, lane_command, split
+from chaos.lanes.queue import LaneQueue, QueueItem, offered_order, restarts_processes, write_queue
 from chaos.run import experiment_dirs, planned_seconds
 from chaos.spec import load_suite
 

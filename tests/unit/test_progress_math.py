@@ -1,8 +1,8 @@
 """Pure arithmetic over Spark progress records: benchmark throughput and the drain's proofs."""
 from __future__ import annotations
 
-from chaos.bench.job import _measure
 from chaos.arm.job import _covers, _watermark_ms
+from chaos.bench.job import _measure
 
 
 def batch(rows, ms, state_rows=0, sst=0, memory=0, batch_id=0):

@@ -20,8 +20,18 @@ import pytest
 
 from chaos.checks.judge import judge_run
 from chaos.history import HistoryWriter, read_history
-from chaos.report import (PANELS, Arm, NOT_RECOVERED, arm_figures, find_regressions, load_timeline, main_report,
-                          write_junit, write_report, write_trend)
+from chaos.report import (
+    NOT_RECOVERED,
+    PANELS,
+    Arm,
+    arm_figures,
+    find_regressions,
+    load_timeline,
+    main_report,
+    write_junit,
+    write_report,
+    write_trend,
+)
 from tests.unit.fixture_runs import passed_copy
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

@@ -327,8 +327,8 @@ def test_a_history_recorded_before_state_sst_bytes_says_why_its_state_panel_is_e
 
 
 def test_the_sampler_records_the_on_disk_bytes_apart_from_the_memory_fallback(tmp_path, monkeypatch):
-    from chaos.history import SAMPLE_FIELDS, SAMPLE_METRICS, HistoryWriter
     from chaos.arm.sampler import Sampler
+    from chaos.history import SAMPLE_FIELDS, SAMPLE_METRICS, HistoryWriter
 
     assert "state_sst_bytes" in SAMPLE_FIELDS and "state_sst_bytes" not in SAMPLE_METRICS  # not a probe metric
     progress = [{"event": "progress", "progress": {"batchId": 3, "numInputRows": 10, "durationMs": {},

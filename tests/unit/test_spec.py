@@ -471,8 +471,15 @@ def test_a_spec_line_is_never_a_traceback_for_a_float_nan(tmp_path):
 def test_an_experiments_readme_documents_every_field():
     text = (ROOT / "experiments" / "README.md").read_text()
     from chaos.faults.registry import FAULTS
-    from chaos.spec import (ARM_SETTINGS, FAULT_FIELDS, JOB_FIELDS, PROBE_FIELDS, TARGET_FIELDS, TOP_FIELDS,
-                            WORKLOAD_FIELDS)
+    from chaos.spec import (
+        ARM_SETTINGS,
+        FAULT_FIELDS,
+        JOB_FIELDS,
+        PROBE_FIELDS,
+        TARGET_FIELDS,
+        TOP_FIELDS,
+        WORKLOAD_FIELDS,
+    )
 
     for name in (*TOP_FIELDS, *WORKLOAD_FIELDS, *JOB_FIELDS, *FAULT_FIELDS, *PROBE_FIELDS, *ARM_SETTINGS,
                  *TARGET_FIELDS, "expect", "note", "within", "healthy_samples", "lag_below", "trend", "during", "warmup",
@@ -599,9 +606,7 @@ def _numeric_leaves(node: object, path: tuple = ()):
     elif isinstance(node, list):
         for index, value in enumerate(node):
             yield from _numeric_leaves(value, path + (index,))
-    elif isinstance(node, (int, float)) and not isinstance(node, bool):
-        yield path, node
-    elif isinstance(node, str) and node[:1].isdigit() and node.rstrip("hms").replace(".", "").isdigit():
+    elif isinstance(node, (int, float)) and not isinstance(node, bool) or isinstance(node, str) and node[:1].isdigit() and node.rstrip("hms").replace(".", "").isdigit():
         yield path, node
 
 

@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from chaos.checks.base import ArmData, ControlData
-from chaos.checks.recovery import (STILL_HEALTHY, check_recovery, check_still_healthy, control_still_healthy,
-                                   still_healthy_bound)
+from chaos.checks.recovery import (
+    STILL_HEALTHY,
+    check_recovery,
+    check_still_healthy,
+    control_still_healthy,
+    still_healthy_bound,
+)
 from chaos.checks.registry import judge_arm_checks
 from chaos.checks.timeline import timeline
 from chaos.errors import SpecError

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from chaos.arm.schedule import FaultSchedule, PhaseClock, recovered_since
 from chaos.arm.sampler import Sampler
+from chaos.arm.schedule import FaultSchedule, PhaseClock, recovered_since
 from chaos.spec.model import Recovery
 from chaos.store import RunRecord, RunStore, new_run_dir
 
@@ -238,7 +238,7 @@ def test_under_a_compact_schedule_a_timed_fault_that_is_spent_heals_before_its_w
 def _recent(since: float, started_before: float | None) -> SimpleNamespace:
     """A context whose sampler's recent samples, taken after `since` (monotonic), look healthy by their own
     figures; their last batch started `started_before` seconds before `since` (None: after it)."""
-    wall_since = datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - since)
+    wall_since = datetime.now(UTC) - timedelta(seconds=time.monotonic() - since)
     samples = []
     for n in range(6):
         started = wall_since + timedelta(seconds=0.5 + n if started_before is None else -started_before)

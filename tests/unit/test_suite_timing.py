@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from chaos.bench.suite_timing import lane_of, print_timing, suite_timing
 from chaos.history import HistoryWriter
 from chaos.spec import load_experiment
-from chaos.bench.suite_timing import lane_of, print_timing, suite_timing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ def write_arm(directory: Path, warm_up: float, phases: list[tuple[str, float, fl
     """An arm's history; `began`: its start in seconds after 10:00:00 on the wall clock."""
     directory.mkdir(parents=True)
     clock = Clock()
-    origin = datetime(2026, 11, 23, 10, tzinfo=timezone.utc) + timedelta(seconds=began)
+    origin = datetime(2026, 11, 23, 10, tzinfo=UTC) + timedelta(seconds=began)
     with HistoryWriter(directory / "history.jsonl", clock=clock,
                        wall_clock=lambda: origin + timedelta(seconds=clock.t)) as history:
         history.job("started", "job-driver", pid=1, log=log)
