@@ -1,5 +1,5 @@
-"""The `chaos` command line: its parser, and each command handed to its module in chaos/commands/ (docs/architecture.md).
-Exit codes are in chaos/errors.py and the README."""
+"""The `chaos` command line: its parser, and each command handed to its module in chaos/commands/
+(docs/architecture.md). Exit codes are in chaos/errors.py and the README."""
 from __future__ import annotations
 
 import argparse
@@ -69,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                         "min.insync.replicas 2), two Spark workers")
     up_cmd.add_argument("--out", type=Path, help="run store directory (default reports/runs)")
 
-    run_cmd = commands.add_parser("run", help="run experiments or a suite (--suite nightly: about an hour) and judge them")
+    run_cmd = commands.add_parser("run",
+                                  help="run experiments or a suite (--suite nightly: about an hour) and judge them")
     run_cmd.add_argument("experiments", nargs="*", help="experiment names (see chaos list), YAML paths, or a stored "
                          "run's <experiment>/spec.json")
     run_cmd.add_argument("--suite", help="a suite name (experiments/suites/NAME.yaml) or path")
@@ -149,11 +150,13 @@ def _parser() -> argparse.ArgumentParser:
     job_bench = bench_commands.add_parser("job", help="sustained throughput of the job's profiles and state choices")
     job_bench.add_argument("--seconds", type=_bench_seconds, default=60.0, help="run time per variant")
     job_bench.add_argument("--variants", type=lambda text: text.split(","),
-                           help="comma list (default all: baseline,hardened,hardened_tws_rows,hardened_tws_pandas,naive)")
+                           help="comma list (default all: "
+                                "baseline,hardened,hardened_tws_rows,hardened_tws_pandas,naive)")
     job_bench.add_argument("--json", action="store_true")
     job_bench.add_argument("--out", type=Path)
     startup_bench = bench_commands.add_parser(
-        "startup", help="the job's start-up (query start, first batch) with the suite's JVM options vs without archives")
+        "startup",
+        help="the job's start-up (query start, first batch) with the suite's JVM options vs without archives")
     startup_bench.add_argument("--rounds", type=_rounds, default=3, help="starts per variant, alternating")
     startup_bench.add_argument("--variants", type=_startup_variants, default=["archives", "c1"],
                                help="comma-separated, of: archives (the suite's: C1 and class-data archives), c1 (C1, "

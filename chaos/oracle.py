@@ -91,7 +91,8 @@ def expected_sessions(
     """Sessions of the hardened (event-time) profile, sorted by (key, start_ms).
 
     Per key, in (event_time_ms, seq) order, the next event starts a new session when it is more than gap_ms after
-    the previous event (Spark's session_window merges windows that touch), or when it falls into a later max_len_ms-aligned bucket of event time than the session's first
+    the previous event (Spark's session_window merges windows that touch), or when it falls into a later
+    max_len_ms-aligned bucket of event time than the session's first
     event (t // max_len_ms differs): no session spans more than max_len_ms, so a key that never pauses still closes
     sessions. This is the rule the job implements with session_window grouped by that bucket. Undrained, only
     sessions closed at the watermark (end_ms <= watermark_ms) are expected yet. `extra_copies` (key -> {seq: copies
@@ -330,7 +331,8 @@ def coverage(
             raise ValueError(f"key {e.key!r}: seq {e.seq} has more than one delivery outcome in the ledger")
         failed_sets[e.key].add(e.seq)
     failed = {k: sorted(v) for k, v in failed_sets.items()}
-    extra = {k: sorted(seq for seq, n in copies.items() for _ in range(n)) for k, copies in (extra_copies or {}).items()}
+    extra = {k: sorted(seq for seq, n in copies.items() for _ in range(n))
+             for k, copies in (extra_copies or {}).items()}
 
     emitted_ranges: dict[str, list[Range]] = defaultdict(list)
     wrong_counts = []

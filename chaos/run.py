@@ -11,7 +11,8 @@ One stack serves the whole run (its proxies are reset between arms); every arm g
   4. stores the job's sessions, the oracle's comparison and the checkpoint lineage, and judges the arm with
      the pure checkers (chaos.checks), which `chaos check RUN_DIR` can re-run offline.
 
-Those steps, each with the state it owns, are in chaos/arm/steps.py and chaos/arm/schedule.py; `ArmRun` here puts them in order.
+Those steps, each with the state it owns, are in chaos/arm/steps.py and chaos/arm/schedule.py; `ArmRun` here puts
+them in order.
 
 The environment failing (a toxiproxy call, a broker that did not start) is recorded as an `error`, which the
 checkers turn into UNKNOWN: never reported as a broken job.

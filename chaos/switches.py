@@ -41,26 +41,41 @@ def _switches() -> dict[str, Switch]:
                {"verify_state": False}),
         Switch("spark_snapshot_repair", "Spark's own autoSnapshotRepair (a damaged snapshot rebuilt from changelogs)",
                {"spark_snapshot_repair": False},
-               explained=("verification sets a damaged snapshot aside before Spark loads it, so Spark's own repair is never reached while verification is on (measured: corrupted-sst passes with it off); it stays on, Spark's default, as a second line for damage between the check and the load")),
+               explained=("verification sets a damaged snapshot aside before Spark loads it, so Spark's own repair is "
+                          "never reached while verification is on (measured: corrupted-sst passes with it off); it "
+                          "stays on, Spark's default, as a second line for damage between the check and the load")),
         Switch("supervise", "restarts of a failed query with backoff (off: the first failure ends the job)",
                {"supervise": False}),
         Switch("failure_budget", "a bound on restarts (off: restart forever, an outage never reported)",
                {"failure_budget": 1_000_000}),
         Switch("changelog_checkpointing", "RocksDB changelog checkpointing (off: a full snapshot per version)",
                {"changelog_checkpointing": False},
-               explained=("with this job's small state (200 keys, one aggregate row each: snapshots of ~4 KB) a snapshot per version uploads as fast as a changelog: measured, slow-s3-put (a 50 KB/s upload cap) and the 503 storm pass with it off, at smoke and full length; kept for state large enough that a snapshot outlasts a trigger")),
+               explained=("with this job's small state (200 keys, one aggregate row each: snapshots of ~4 KB) a "
+                          "snapshot per version uploads as fast as a changelog: measured, slow-s3-put (a 50 KB/s "
+                          "upload cap) and the 503 storm pass with it off, at smoke and full length; kept for state "
+                          "large enough that a snapshot outlasts a trigger")),
         Switch("max_offsets_per_trigger", "bounded batches (off: a backlog becomes one batch)",
                {"max_offsets_per_trigger": None},
-               explained=("the largest backlog an experiment builds (80 s of outage at 200 events/s: 16,000 records) is under the 20,000 cap, and Spark has no checkpoint timeout a large batch could exceed: measured, the mutant caught up like the hardened job; kept as a bound for larger backlogs")),
+               explained=("the largest backlog an experiment builds (80 s of outage at 200 events/s: 16,000 records) "
+                          "is under the 20,000 cap, and Spark has no checkpoint timeout a large batch could exceed: "
+                          "measured, the mutant caught up like the hardened job; kept as a bound for larger backlogs")),
         Switch("kafka_options", "Kafka reconnect backoff and bounded request/API/connection-setup timeouts",
                {"kafka_options": _hardened_keys("kafka_options")},
-               explained=("on one broker Spark's Kafka source retries its offset lookups itself: measured, an 80 s broker outage (past the clients' 60 s API timeout) failed neither the naive job nor this mutant in kafka-broker-disconnect, and both caught up; it is killed on the cluster only (cluster-broker-lost: max lag past its bound), so a run without the cluster leaves it a survivor")),
+               explained=("on one broker Spark's Kafka source retries its offset lookups itself: measured, an 80 s "
+                          "broker outage (past the clients' 60 s API timeout) failed neither the naive job nor this "
+                          "mutant in kafka-broker-disconnect, and both caught up; it is killed on the cluster only "
+                          "(cluster-broker-lost: max lag past its bound), so a run without the cluster leaves it a "
+                          "survivor")),
         Switch("s3a_options", "an S3 client that gives up in bounded time (timeouts, retries)",
                {"s3a_options": _hardened_keys("s3a_options")},
-               explained=("in every S3 fault here (connection resets, silent connections that resume at the heal, a 50 KB/s cap, 503 storms) Hadoop's default client came through within the same bounds: measured in slow-s3-put, checkpoint-commit-failures and s3-slowdown-storm; the bounded client changes how a stall ends (a failure and a restart), not an outcome judged here")),
+               explained=("in every S3 fault here (connection resets, silent connections that resume at the heal, a 50 "
+                          "KB/s cap, 503 storms) Hadoop's default client came through within the same bounds: measured "
+                          "in slow-s3-put, checkpoint-commit-failures and s3-slowdown-storm; the bounded client "
+                          "changes how a stall ends (a failure and a restart), not an outcome judged here")),
         Switch("task_retries", "a failed task tried twice, not four times (spark.task.maxFailures)",
                {"spark_options": {"spark.task.maxFailures": None}},
-               explained=("2 or 4 attempts per task changed no outcome: measured in checkpoint-commit-failures (S3 resets and silences during commits), recovered within its bound either way")),
+               explained=("2 or 4 attempts per task changed no outcome: measured in checkpoint-commit-failures (S3 "
+                          "resets and silences during commits), recovered within its bound either way")),
         # An arm setting, not the `job` section; the oracle judges the mutant by its own rules (no cut), and the
         # output a key that never pauses withholds is judged by emitted_within (chaos/checks/output_latency.py).
         Switch("max_session", "a maximum session length: a key that never pauses still closes sessions",

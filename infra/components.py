@@ -222,13 +222,14 @@ def kafka_properties(ports: Ports, node: int, data_dir: Path, shape: Topology, s
     me = ports.brokers[node - 1]
     voters = ",".join(f"{n}@{LOOPBACK}:{b.controller}" for n, b in enumerate(ports.brokers, start=1))
     rf, isr = shape.replication_factor, shape.min_insync_replicas
+    external_protocol = "SASL_PLAINTEXT" if sasl_username else "PLAINTEXT"
     return f"""\
 process.roles=broker,controller
 node.id={node}
 controller.quorum.voters={voters}
 listeners=INTERNAL://{LOOPBACK}:{me.internal},EXTERNAL://{LOOPBACK}:{me.external},CONTROLLER://{LOOPBACK}:{me.controller}
 advertised.listeners=INTERNAL://{LOOPBACK}:{me.internal},EXTERNAL://{LOOPBACK}:{me.proxy}
-listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:{"SASL_PLAINTEXT" if sasl_username else "PLAINTEXT"},CONTROLLER:PLAINTEXT
+listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:{external_protocol},CONTROLLER:PLAINTEXT
 inter.broker.listener.name=INTERNAL
 controller.listener.names=CONTROLLER
 log.dirs={data_dir}

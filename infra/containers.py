@@ -429,7 +429,8 @@ class ContainersBackend:
                 errors.append(error)
             except Exception as error:  # the engine went away: nothing more can be removed from here
                 errors.append(InfraError(f"cannot list this run's containers ({str(error)[:120]}); "
-                                         f"remove them with: docker rm -f $(docker ps -aq --filter label={LABEL_RUN}={self.run_id})"))
+                                         "remove them with: docker rm -f "
+                                         f"$(docker ps -aq --filter label={LABEL_RUN}={self.run_id})"))
             finally:
                 self._client.close()
         if errors:

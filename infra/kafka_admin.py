@@ -36,5 +36,6 @@ def move_leaders(bootstrap: str, topic: str, timeout: float = 60.0) -> list[str]
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     if done.returncode != 0:
         error = next((line for line in lines if line.startswith("error:")), None)
-        raise InfraError(f"moving the leaders of {topic} failed: {error or (done.stderr.strip()[:300] or 'exit ' + str(done.returncode))}")
+        raise InfraError(f"moving the leaders of {topic} failed: "
+                         f"{error or (done.stderr.strip()[:300] or 'exit ' + str(done.returncode))}")
     return lines

@@ -1,4 +1,5 @@
-"""A throwaway certificate authority for a stack that serves S3 over TLS (`chaos stack up --s3-tls`, Stack(s3_tls=True)).
+"""A throwaway certificate authority for a stack that serves S3 over TLS (`chaos stack up --s3-tls`,
+Stack(s3_tls=True)).
 
 One CA per stack start, made with the `openssl` command line, signs one server certificate for 127.0.0.1 that MinIO
 and the S3 fault proxy (infra/s3proxy/) serve. Clients trust the CA: Python's through a PEM bundle (ca.pem, also

@@ -8,7 +8,8 @@ imports the harness: the harness passes options like any deployer (infra/driver.
 
 Start-up order (hardened): take the checkpoint's lease (refused in seconds if another deployment holds it),
 verify the state version to be loaded (repair or roll back if damaged; a start over only while Kafka still holds
-the input it replays, asked through Spark's JVM), then start Spark and the query under the supervisor. Every outcome that ends the job is one line on stderr starting with `job:`; exit codes:
+the input it replays, asked through Spark's JVM), then start Spark and the query under the supervisor. Every outcome
+that ends the job is one line on stderr starting with `job:`; exit codes:
 
     0  stopped on request (or after --run-seconds)
     1  the query failed and is not restarted (unsupervised, or a fatal error)
@@ -44,7 +45,8 @@ from .sink import BatchWriter
 from .supervisor import BudgetExceeded, RestartPolicy, classify, root_cause
 
 EXIT_BAD_ARGUMENTS = 2
-EXIT_STOPPED, EXIT_FAILED, EXIT_REFUSED, EXIT_BUDGET, EXIT_INTEGRITY, EXIT_LEASE_LOST, EXIT_REPEATING = 0, 1, 3, 4, 5, 6, 7
+EXIT_STOPPED, EXIT_FAILED, EXIT_REFUSED, EXIT_BUDGET, EXIT_INTEGRITY, EXIT_LEASE_LOST, EXIT_REPEATING = (
+    0, 1, 3, 4, 5, 6, 7)
 
 
 class _RunState(TypedDict):

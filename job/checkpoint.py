@@ -4,7 +4,8 @@ Layout (RocksDB state store, checkpoint format 1; FACTS.md), relative to the che
 
     metadata                      {"id": "<query uuid>"}: read on every start
     sources/<s>/0                 the Kafka source's initial offsets (an optional NUL byte, "v1", JSON): batch 0's start
-    offsets/<b>                   "v1", a JSON line of batch metadata, one JSON line (or "-") per source: what batch b reads
+    offsets/<b>                   "v1", a JSON line of batch metadata, one JSON line (or "-") per source: what batch b
+                                  reads
     commits/<b>                   "v1", {"nextBatchWatermarkMs": ...}: batch b is done
     state/<op>/_metadata/...      operator metadata; state/<op>/<part>/_metadata/schema: the state schema
     state/<op>/<part>/<v>.zip     a RocksDB snapshot of state version v (its `metadata` entry lists its SSTs)

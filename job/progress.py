@@ -52,7 +52,8 @@ class ProgressFileListener(StreamingQueryListener):
 
             jvm = SparkContext._jvm
             if jvm is None:
-                raise RuntimeError("the progress listener is registered before a SparkContext exists; start the session first")
+                raise RuntimeError("the progress listener is registered before a SparkContext exists; "
+                                   "start the session first")
             self._json_jlistener = jvm.PythonStreamingQueryListenerWrapper(_JsonProgress(self))
         return self._json_jlistener
 

@@ -224,7 +224,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-offsets-per-trigger", type=int)
     parser.add_argument("--run-seconds", type=float)
     parser.add_argument("--state-impl", choices=STATE_IMPLS)
-    parser.add_argument("--checkpoint-path", help="bucket key prefix of the checkpoint (default <deployment>/checkpoint)")
+    parser.add_argument("--checkpoint-path",
+                        help="bucket key prefix of the checkpoint (default <deployment>/checkpoint)")
     parser.add_argument("--output-path", help="bucket key prefix of the output (default <deployment>/output)")
     parser.add_argument("--settings-json", type=json.loads, default={},
                         help="JSON object of Settings fields over the profile's, applied last and checked field by "

@@ -159,8 +159,8 @@ class Sampler:
         self.logs = logs
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last: dict[str, Any] = {"batch_id": None, "state_rows": None, "state_bytes": None, "state_sst_bytes": None,
-                                      "end": None, "batch_started": None, "run_id": None}
+        self._last: dict[str, Any] = {"batch_id": None, "state_rows": None, "state_bytes": None,
+                                      "state_sst_bytes": None, "end": None, "batch_started": None, "run_id": None}
         self._checkpoint_bytes: int | None = None
         self._checkpoint_at = 0.0
         self.last_sample: dict | None = None  # for live progress

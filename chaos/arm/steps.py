@@ -1,7 +1,7 @@
 """The steps of one arm run (chaos/run.py ArmRun puts them in order), each with the state it owns stated:
 
-  ArmContext       what every step shares: the stack, the spec, the job (JobArm: ctx.arm), the history, the log scanner, the
-                   lifecycle watch; and the three things steps tell each other: events acknowledged (the producer),
+  ArmContext       what every step shares: the stack, the spec, the job (JobArm: ctx.arm), the history, the log scanner,
+                   the lifecycle watch; and the three things steps tell each other: events acknowledged (the producer),
                    the last driver start (the job's start hook) and the sampler (while it runs)
   warm_up          drain-key events until the job's first batch is done and a later one is fast
   produce          the planned workload, counting acknowledgements into the context

@@ -117,7 +117,8 @@ def arm_time(arms: list[dict]) -> dict:
 def print_timing(timing: dict) -> None:
     lanes = any(arm["lane"] for arm in timing["arms"])
     width = max([len("verdict")] + [len(arm["verdict"] or "-") for arm in timing["arms"]])
-    print(f"{'experiment / arm':<40} {'scheduled':>9} {'phases':>7} {'warm-up':>8} {'arm wall':>9}  {'verdict':<{width}}"
+    print(f"{'experiment / arm':<40} {'scheduled':>9} {'phases':>7} {'warm-up':>8} {'arm wall':>9}"
+          f"  {'verdict':<{width}}"
           + (f"  {'lane':<14} beside it (overlap)" if lanes else ""))
     for arm in timing["arms"]:
         cells = [f"{arm[k]:.0f} s" if arm[k] is not None else "-" for k in ("scheduled_s", "phases_s", "warm_up_s",

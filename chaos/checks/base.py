@@ -56,8 +56,9 @@ class CheckDef:
     judge       (ArmData, the target's value) -> Check(s): the arm judged by its own targets
     control     (ControlData, the hardened arm's target value) -> Check(s): the control's data judged by the
                 hardened target, for discrimination; None: the check is not part of discrimination
-    ends_early  whether an arm judged by this check may stop as soon as its incident shows (chaos.arm.schedule.ends_early):
-                True only when what it judges is settled by then (a matched log line, the checkpoint as left)
+    ends_early  whether an arm judged by this check may stop as soon as its incident shows
+                (chaos.arm.schedule.ends_early): True only when what it judges is settled by then (a matched log
+                line, the checkpoint as left)
     """
 
     name: str

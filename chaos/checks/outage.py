@@ -3,9 +3,9 @@
 A job that restarts forever through an outage that will not end looks alive and serves nothing; its operators
 learn of the outage only from what stops arriving. The hardened job spends a failure budget and then ends with a
 documented failure code and one `job:` line (job/__main__.py). Judged from the history: from the start of the first
-lasting fault (its `injecting` record; a workload shape, a kind that declares a `reshape`, is no outage) to the job's driver exiting by
-itself with a documented failure code. An exit the harness caused (a kill, a stop: its record carries a `cause`)
-and an exit by signal are no report.
+lasting fault (its `injecting` record; a workload shape, a kind that declares a `reshape`, is no outage) to the job's
+driver exiting by itself with a documented failure code. An exit the harness caused (a kill, a stop: its record
+carries a `cause`) and an exit by signal are no report.
 """
 from __future__ import annotations
 

@@ -114,7 +114,8 @@ def _what(record: Mapping[str, object]) -> str:
     if record.get("type") == "job":
         event, process = record.get("event"), record.get("process")
         if process == "job-driver":
-            return f"the restart of the job ({'on a damaged checkpoint' if record.get('corrupted') else 'after it ended'}" \
+            return "the restart of the job (" \
+                   f"{'on a damaged checkpoint' if record.get('corrupted') else 'after it ended'}" \
                    f" at {at_time(record)})"
         if event == "restarted":
             return f"the restart of {process} at {at_time(record)}"
@@ -130,7 +131,8 @@ def _lag_text(target: Recovery) -> str:
 
 
 def instant(value: object) -> datetime | None:
-    """An ISO 8601 time (a record's `wall`, Spark's progress `timestamp`) as an aware datetime; None if it is not one."""
+    """An ISO 8601 time (a record's `wall`, Spark's progress `timestamp`) as an aware datetime;
+    None if it is not one."""
     if not isinstance(value, str):
         return None
     try:

@@ -4,7 +4,8 @@ every call goes through.
 A check is a `CheckDef` (chaos/checks/base.py) in its own module: the target it judges, how it judges an arm, how it
 judges the control's data for discrimination, and whether an arm judged by it may end early. `CHECKS` below is the
 only list of them, gathered from the seam modules in `SEAMS`; `judge_arm_checks` and `judge_control_checks` run the
-ones an arm's targets set, and chaos.arm.schedule.ends_early asks `holding_back` which of them keep an arm running to its end.
+ones an arm's targets set, and chaos.arm.schedule.ends_early asks `holding_back` which of them keep an arm running to
+its end.
 
 Every call is guarded, as Jepsen's check-safe does: a check that raises becomes an UNKNOWN check carrying the error
 (`raised`), the other checks are judged as usual and the run's results are written. A bug in a check is a broken

@@ -135,7 +135,8 @@ def timeline(records: Sequence[Mapping[str, object]]) -> Timeline:
     windows.sort(key=lambda w: w[1])
     return Timeline(samples=tuple(by_type["sample"]), windows=tuple(windows), faults=tuple(by_type["fault"]),
                     jobs=tuple(by_type["job"]), logs=tuple(by_type["log"]), errors=tuple(by_type["error"]),
-                    end=end, marks=tuple(by_type["phase"]), first_wall=next((w for r in records if (w := _wall(r))), None),
+                    end=end, marks=tuple(by_type["phase"]),
+                    first_wall=next((w for r in records if (w := _wall(r))), None),
                     records=len(records), schedule=tuple(by_type["schedule"]), watches=tuple(by_type["watch"]))
 
 

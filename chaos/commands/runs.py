@@ -15,7 +15,8 @@ from .common import progress as _progress
 
 def _resolve(names: list[str], suite: str | None, scale: float | None):
     """Experiment names or YAML paths (or a run's spec.json), or a suite name/path -> (run name, validated specs,
-    repeat, lanes: the suite's own, else 1). Nothing is run by default: the nightly suite takes about an hour, so it is asked for by name."""
+    repeat, lanes: the suite's own, else 1). Nothing is run by default: the nightly suite takes about an hour, so it
+    is asked for by name."""
     from ..spec import check_incident, load_experiment, load_suite
 
     if suite and names:

@@ -1,4 +1,5 @@
-"""Network faults: the stack's Toxiproxy proxies (`kafka`, `s3`, `spark-driver`) disabled, flapping, or given a toxic."""
+"""Network faults: the stack's Toxiproxy proxies (`kafka`, `s3`, `spark-driver`) disabled, flapping, or given a
+toxic."""
 from __future__ import annotations
 
 import threading
@@ -130,7 +131,8 @@ _NEEDS = Needs(toxiproxy=True, code=("infra/toxiproxy.py",))
 
 # kind -> (Toxiproxy toxic type, its attributes from the fault's params)
 TOXICS: Mapping[str, tuple[str, Callable[[Mapping[str, Any]], Mapping[str, object]]]] = {
-    "network.latency": ("latency", lambda p: {"latency": round(p["latency"] * 1000), "jitter": round(p["jitter"] * 1000)}),
+    "network.latency": ("latency",
+                        lambda p: {"latency": round(p["latency"] * 1000), "jitter": round(p["jitter"] * 1000)}),
     "network.bandwidth": ("bandwidth", lambda p: {"rate": p["rate_kbps"]}),
     "network.timeout": ("timeout", lambda p: {"timeout": p["timeout_ms"]}),
     "network.reset_peer": ("reset_peer", lambda p: {"timeout": p["timeout_ms"]}),

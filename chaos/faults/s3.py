@@ -75,7 +75,8 @@ KINDS = (
                   probability=_PROBABILITY,
               ), implementation=S3Rule, triggerable=True, needs=_NEEDS),
     FaultKind("s3.drop_response", "writes are stored by MinIO, but their answer never reaches the client", ("s3",),
-              params(keys=_KEYS, ops=_WRITES, probability=_PROBABILITY), implementation=S3Rule, triggerable=True, needs=_NEEDS),
+              params(keys=_KEYS, ops=_WRITES, probability=_PROBABILITY), implementation=S3Rule, triggerable=True,
+              needs=_NEEDS),
     FaultKind("s3.list_latency", "LIST requests are delayed", ("s3",),
               params(delay=_DELAY, jitter=_JITTER, keys=_KEYS), implementation=S3Rule, triggerable=True, needs=_NEEDS),
     FaultKind("s3.slow_get", "reads (GET, and the HEAD that asks whether an object exists) are delayed; writes and "

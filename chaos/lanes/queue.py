@@ -2,10 +2,10 @@
 
 Why a queue and not a share fixed at the start:
 - Experiments that restart processes (a fault whose kind declares `restarts_processes`: kills, pauses, a second
-  deployment, a corrupted checkpoint the job restarts on) must not run beside one another. On two cores two such arms side by side
-  pushed restarts and catch-ups over the bounds measured one at a time: a two-lane nightly failed 6 arms that way
-  and none otherwise (docs/lab-notes.md, "The nightly on two lanes, again"). A queue lets the other lane take a
-  network, S3 or data experiment meanwhile instead of waiting.
+  deployment, a corrupted checkpoint the job restarts on) must not run beside one another. On two cores two such
+  arms side by side pushed restarts and catch-ups over the bounds measured one at a time: a two-lane nightly failed 6
+  arms that way and none otherwise (docs/lab-notes.md, "The nightly on two lanes, again"). A queue lets the other lane
+  take a network, S3 or data experiment meanwhile instead of waiting.
 - Lanes balanced by planned time ended unevenly: a compact experiment runs well under its plan. A lane that asks for
   work when it is free needs no plan to be right.
 

@@ -5,7 +5,8 @@ history.jsonl for the timelines, spec.json for descriptions, logs/ for links. Th
 plots are inline SVG rendered by matplotlib (no script, no network), so it opens from disk and from a CI artifact.
 Every string that comes from a file is escaped; see docs/reports.md.
 
-Modules: model (reading a run), facts (what was run, how to rerun it), plots, markup (what pages share), page (index.html), junit, trend, cli.
+Modules: model (reading a run), facts (what was run, how to rerun it), plots, markup (what pages share), page
+(index.html), junit, trend, cli.
 Every name is re-exported here: `from chaos.report import write_report` keeps working.
 """
 from .cli import (
@@ -68,5 +69,6 @@ __all__ = [
     "Metric", "NOT_DISCRIMINATING_LINE", "NOT_RECOVERED", "PANELS", "Panel", "ReportError", "Run",
     "TREND_METRICS", "Timeline", "TrendMetric", "TrendRow", "VERDICT_COLOURS", "VERDICT_ORDER", "arm_figures",
     "collect_runs", "discrimination_line", "find_regressions", "flaky_lines", "load_run", "load_timeline",
-    "main_report", "plot_panel", "recovery", "render_report", "render_trend", "rerun_command", "run_command", "utc", "write_junit", "write_report", "write_trend",
+    "main_report", "plot_panel", "recovery", "render_report", "render_trend", "rerun_command", "run_command", "utc",
+    "write_junit", "write_report", "write_trend",
 ]

@@ -187,7 +187,8 @@ def _read_json(path: Path, what: str) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{path}: {what} is not readable JSON ({exc}); re-judge it with: chaos check RUN_DIR") from None
+        raise ReportError(f"{path}: {what} is not readable JSON ({exc}); "
+                          "re-judge it with: chaos check RUN_DIR") from None
     if not isinstance(value, dict):
         raise ReportError(f"{path}: {what} is not a JSON object; re-judge it with: chaos check RUN_DIR")
     return value

@@ -119,8 +119,8 @@ def _decorate(ax, timeline: Timeline, x_end: float, arm: dict) -> None:
 
 def _recovery_interval(timeline: Timeline, arm: dict, x_end: float) -> tuple[float, float, bool] | None:
     """The worst disruption's recovery as the judge measured it (the arm's `recovery_window`: from the disruption,
-    or a group's first, to the start of the healthy run; not recovered: to the next fault, or to the end). A result written
-    before that field: from the last heal to heal + recovery_s."""
+    or a group's first, to the start of the healthy run; not recovered: to the next fault, or to the end). A result
+    written before that field: from the last heal to heal + recovery_s."""
     window = arm.get("recovery_window")
     if isinstance(window, list) and len(window) == 2 and _number(window[0]) is not None:
         start, end = float(window[0]), _number(window[1])
@@ -227,8 +227,8 @@ def _draw_thresholds(ax, metric: Metric, lines: Sequence[Threshold], x_start: fl
         end = line.end if line.end is not None else x_end
         y = line.value * metric.scale
         ax.hlines(y, start, end, colors=line.colour, linestyles="--", linewidth=1.0, gid=f"threshold-{line.slug}")
-        ax.text(start, y, " " + line.label.replace("{value}", f"{y:g}"), transform=transform, fontsize=5.5, color=line.colour, va="bottom",
-                ha="left", clip_on=True, parse_math=False)
+        ax.text(start, y, " " + line.label.replace("{value}", f"{y:g}"), transform=transform, fontsize=5.5,
+                color=line.colour, va="bottom", ha="left", clip_on=True, parse_math=False)
 
 
 def plot_panel(panel: Panel, timeline: Timeline, arm: dict, salt: str,

@@ -74,8 +74,8 @@ from .targets import TARGET_PARAMS
 
 # -- sections ------------------------------------------------------------------------------------------------
 
-TOP_FIELDS = ("name", "description", "incident", "seed", "workload", "job", "phases", "faults", "probes", "arms", "warm_up",
-        "cannot_discriminate", "claims", "topology", "schedule")
+TOP_FIELDS = ("name", "description", "incident", "seed", "workload", "job", "phases", "faults", "probes", "arms",
+        "warm_up", "cannot_discriminate", "claims", "topology", "schedule")
 TOP_REQUIRED = ("name", "description", "incident", "seed", "workload", "phases", "faults", "arms")
 SHAPE_PARAMS = {"zipf": ("zipf_s",), "hot_key": ("hot_key_share",),
                  "rotating": ("rotation_live_actors", "rotation_gap")}
@@ -357,7 +357,8 @@ def _arm(profile: str, raw: object, path: Path_, spec_probes: tuple[Probe, ...],
         if not isinstance(raw_faults, list) or not raw_faults:
             raise Invalid(fpath, f"{show(raw_faults)} is not a non-empty list",
                            f"a list of fault indices 0..{len(faults) - 1}")
-        chosen = tuple(integer(i, fpath + (str(n),), minimum=0, maximum=len(faults) - 1) for n, i in enumerate(raw_faults))
+        chosen = tuple(integer(i, fpath + (str(n),), minimum=0, maximum=len(faults) - 1)
+                       for n, i in enumerate(raw_faults))
         if len(set(chosen)) != len(chosen) or list(chosen) != sorted(chosen):
             raise Invalid(fpath, f"{list(chosen)} names a fault twice or out of order", "ascending distinct indices")
     waive = _waive(profile, section["waive"], targets, path + ("waive",)) if "waive" in section else {}

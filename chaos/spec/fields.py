@@ -48,8 +48,8 @@ LIMITS: Mapping[str, float] = MappingProxyType({
     "healthy_samples": 10_000, "min_matches": 1_000_000, "max_rows_per_key": 1_000_000, "threshold": 1_000,
     "bytes_threshold": 1_000, "bytes_per_event": 1_000_000, "lag_below": 1e9,
     # fault params the catalog leaves open above
-    "count": 1_000, "batch": 1_000_000_000, "rate_kbps": 10_000_000, "timeout_ms": 86_400_000, "average_size": 100_000_000,
-    "size_variation": 100_000_000, "delay_us": 86_400_000_000, "bytes": 2**40,
+    "count": 1_000, "batch": 1_000_000_000, "rate_kbps": 10_000_000, "timeout_ms": 86_400_000,
+    "average_size": 100_000_000, "size_variation": 100_000_000, "delay_us": 86_400_000_000, "bytes": 2**40,
     # a suite ("lanes": stacks side by side, each with its own Spark job: more than 4 starve two cores)
     "scale": MAX_SCALE, "repeat": 20, "lanes": 4,
 })

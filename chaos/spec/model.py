@@ -332,9 +332,11 @@ def _targets_from_plain(d: Mapping) -> Targets:
     recovery, state, logs = d["recovery"], d["state"], d["logs"]
     return Targets(
         progress=d["progress"],
-        recovery=None if recovery is None else Recovery(**_known(recovery, Recovery, optional=("lag_below_s", "grouped"))),
+        recovery=None if recovery is None else Recovery(**_known(recovery, Recovery,
+                                                                 optional=("lag_below_s", "grouped"))),
         max_lag=d["max_lag"], lost=d["lost"], duplicated=d["duplicated"],
-        state=None if state is None else StateTarget(**{**_known(state, StateTarget, optional=("bytes_threshold", "bytes_per_event")),
+        state=None if state is None else StateTarget(**{**_known(state, StateTarget,
+                                                                 optional=("bytes_threshold", "bytes_per_event")),
                                                         "during": tuple(state["during"])}),
         logs=None if logs is None else Logs(expected=tuple(_known(logs, Logs, optional=("min_matches",))["expected"]),
                                             forbidden=tuple(logs["forbidden"]), min_matches=logs.get("min_matches", 1)),

@@ -51,7 +51,8 @@ def load_stored(path: str | Path) -> ExperimentSpec:
         for arm in spec.arms:
             choice(arm.profile, ("arms", "profile"), ARM_PROFILES)
         if spec.phases.total > MAX_DURATION_S:
-            raise Invalid(("phases",), f"{fmt_seconds(spec.phases.total)} in all", f"at most {fmt_seconds(MAX_DURATION_S)}")
+            raise Invalid(("phases",), f"{fmt_seconds(spec.phases.total)} in all",
+                          f"at most {fmt_seconds(MAX_DURATION_S)}")
     except Invalid as exc:
         raise SpecError(f"{path}: {dotted(exc.path)}: {exc.what}; allowed: {exc.allowed}") from None
     return spec

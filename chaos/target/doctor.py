@@ -54,7 +54,8 @@ SHARED_KAFKA_OPTIONS = ("security.protocol", "sasl.mechanism", "client.id", "ssl
 
 
 def kafka_config(target: Target) -> dict[str, str | int | float | bool]:
-    config: dict[str, str | int | float | bool] = {"bootstrap.servers": ",".join(target.kafka.bootstrap_servers), "log_level": 0}
+    config: dict[str, str | int | float | bool] = {"bootstrap.servers": ",".join(target.kafka.bootstrap_servers),
+                                                   "log_level": 0}
     for key in SHARED_KAFKA_OPTIONS:
         if key in target.kafka.options:
             config["sasl.mechanisms" if key == "sasl.mechanism" else key] = target.kafka.options[key]
@@ -279,7 +280,8 @@ HOOK_ROLES = ("broker", "executor", "minio")
 
 def rows(target: Target) -> Iterator[Row]:
     """Every check, in order, as it is made (the ones that disable proxies come last). With `mode: start` no proxy
-    runs yet: Kafka and S3 are asked at their routes' upstreams, and the brokers must advertise the routes' addresses."""
+    runs yet: Kafka and S3 are asked at their routes' upstreams, and the brokers must advertise the routes'
+    addresses."""
     yield _credentials(target)
     kafka_row, brokers = _kafka(upstream(target))
     yield kafka_row

@@ -6,8 +6,8 @@ one `chaos doctor --target` reads.
 
 Hooks find the stack's servers by their command lines (a broker by its own properties file, MinIO by its port,
 executors inside the worker's session), so they still reach a server the stack has restarted; a restart hook asks
-the `chaos stack up` process to start that server again (SIGUSR1 the broker, SIGUSR2 MinIO). `chaos stack up` removes the file when it
-stops, so a stale hook can never signal the process that reused its number.
+the `chaos stack up` process to start that server again (SIGUSR1 the broker, SIGUSR2 MinIO). `chaos stack up` removes
+the file when it stops, so a stale hook can never signal the process that reused its number.
 """
 from __future__ import annotations
 
@@ -83,7 +83,8 @@ def local_hooks(stack: Stack, pid: int | None = None) -> dict[str, dict[str, obj
             asked = _literal(shlex.quote(str(requests / brokers[0].removesuffix("1")))) + "{node}"
             hooks["broker"] = {
                 "signal": f"pkill --signal {{signal}} -f {_pattern(['kafka.Kafka', first], node_one=brokers[0])}",
-                **({"restart": f"touch {asked} && kill -s {RESTART_SIGNALS['kafka']} {pid}"} if pid is not None else {})}
+                **({"restart": f"touch {asked} && kill -s {RESTART_SIGNALS['kafka']} {pid}"}
+                   if pid is not None else {})}
     minio = stack.command_of("minio")
     address = minio[minio.index("--address") + 1]
     hooks["minio"] = {"signal": f"pkill --signal {{signal}} -f {_pattern(['server', '--quiet', '--address', address])}",

@@ -25,7 +25,8 @@ from ..spec.loading import load_yaml
 TOP_FIELDS = ("name", "kafka", "s3", "spark", "credentials", "toxiproxy", "hooks")
 TOP_REQUIRED = ("kafka", "s3", "spark")
 KAFKA_FIELDS = ("bootstrap_servers", "direct_bootstrap_servers", "options", "replication_factor", "min_insync_replicas")
-S3_FIELDS = ("endpoint", "tls", "ca_bundle", "bucket", "prefix", "region", "path_style", "direct_endpoint", "fault_proxy")
+S3_FIELDS = ("endpoint", "tls", "ca_bundle", "bucket", "prefix", "region", "path_style", "direct_endpoint",
+             "fault_proxy")
 SPARK_FIELDS = ("master", "master_ui", "deploy_mode", "conf", "submit_args")
 TOXIPROXY_FIELDS = ("mode", "api", "proxies", "routes")
 ROUTE_FIELDS = ("listen", "upstream")
@@ -271,7 +272,8 @@ def _by_reference(key: str, text: str) -> bool:
 def _servers(raw: object, where: Path_) -> tuple[str, ...]:
     servers = raw.split(",") if isinstance(raw, str) else raw
     if not isinstance(servers, list) or not servers or len(servers) > MAX_ITEMS:
-        raise Invalid(where, f"{show(raw)} is not valid", f"HOST:PORT[,HOST:PORT...] or a list of 1 to at most {MAX_ITEMS}")
+        raise Invalid(where, f"{show(raw)} is not valid",
+                      f"HOST:PORT[,HOST:PORT...] or a list of 1 to at most {MAX_ITEMS}")
     return tuple(_host_port(s.strip() if isinstance(s, str) else s, where + (str(i),)) for i, s in enumerate(servers))
 
 
@@ -306,7 +308,8 @@ def _s3(value: object, path: Path_) -> S3:
     if ca_bundle is not None and not tls:
         raise Invalid(path + ("ca_bundle",), "given without TLS", "a CA bundle only with tls: true (https://)")
     if ca_bundle is not None and not Path(ca_bundle).is_absolute():
-        raise Invalid(path + ("ca_bundle",), f"{show(ca_bundle)} is not an absolute path", "an absolute path to a PEM file")
+        raise Invalid(path + ("ca_bundle",), f"{show(ca_bundle)} is not an absolute path",
+                      "an absolute path to a PEM file")
     bucket = _text(section["bucket"], path + ("bucket",), 63)
     if not BUCKET_RE.match(bucket):
         raise Invalid(path + ("bucket",), f"{show(bucket)} is not valid", "an S3 bucket name: 3-63 of a-z 0-9 . -")
@@ -314,7 +317,8 @@ def _s3(value: object, path: Path_) -> S3:
     if prefix != "":
         _text(prefix, path + ("prefix",))
     if not isinstance(prefix, str) or not PREFIX_RE.match(prefix) or ".." in prefix.split("/"):
-        raise Invalid(path + ("prefix",), f"{show(prefix)} is not valid", "a key prefix: letters, digits, ! _ . * ' ( ) / -")
+        raise Invalid(path + ("prefix",), f"{show(prefix)} is not valid",
+                      "a key prefix: letters, digits, ! _ . * ' ( ) / -")
     region = section.get("region", "us-east-1")
     if not isinstance(region, str) or not REGION_RE.match(region):
         raise Invalid(path + ("region",), f"{show(region)} is not valid", "a region name like us-east-1")
@@ -379,7 +383,8 @@ def _toxiproxy(value: object, path: Path_) -> Toxiproxy:
         for key in ("api", "proxies"):
             if key in section:
                 raise Invalid(path + (key,), "given with mode: start",
-                              "routes with mode: start (the suite starts Toxiproxy); api and proxies with an existing one")
+                              "routes with mode: start (the suite starts Toxiproxy); "
+                              "api and proxies with an existing one")
         raw = section.get("routes", {})
         if not isinstance(raw, dict) or len(raw) > MAX_ITEMS:
             raise Invalid(path + ("routes",), f"{show(raw)} is not valid", "a mapping of role to {listen, upstream}")
@@ -415,8 +420,8 @@ def _template(value: object, path: Path_) -> str:
     try:
         fields = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
     except ValueError as exc:
-        raise Invalid(path, f"not a valid template ({exc})", "a command with {signal}, {role}, {node}; {{ for a brace") \
-            from None
+        raise Invalid(path, f"not a valid template ({exc})",
+                      "a command with {signal}, {role}, {node}; {{ for a brace") from None
     for name in fields:
         if name not in HOOK_PLACEHOLDERS:
             raise Invalid(path, f"unknown placeholder {{{name}}}", ", ".join(f"{{{p}}}" for p in HOOK_PLACEHOLDERS))
@@ -457,7 +462,8 @@ def _routes_match(kafka: Kafka, s3: S3, toxiproxy: Toxiproxy) -> None:
         outside = [s for s in kafka.bootstrap_servers if s not in kafka_listens]
         if outside:
             raise Invalid(("kafka", "bootstrap_servers"), f"{outside[0]} is not a Kafka route's listen address",
-                          f"with toxiproxy routes, the addresses the proxies listen on: {', '.join(sorted(kafka_listens))}")
+                          "with toxiproxy routes, the addresses the proxies listen on: "
+                          f"{', '.join(sorted(kafka_listens))}")
     s3_route = toxiproxy.routes.get("s3")
     if s3_route is not None and s3.host_port != s3_route.listen:
         raise Invalid(("s3", "endpoint"), f"{s3.host_port} is not the s3 route's listen address",

@@ -246,8 +246,8 @@ class TargetStack(StartedInContext):
         if "minio" in hooks:
             endpoint = urlsplit(info.s3_direct_endpoint)
             self.handles["minio"] = HookHandle(
-                "minio", hooks["minio"], [f"{endpoint.hostname}:{endpoint.port or (443 if endpoint.scheme == 'https' else 80)}"],
-                log)
+                "minio", hooks["minio"],
+                [f"{endpoint.hostname}:{endpoint.port or (443 if endpoint.scheme == 'https' else 80)}"], log)
         if "executor" in hooks:
             self.handles["executor"] = HookHandle("executor", hooks["executor"], [], log)
 

@@ -210,7 +210,8 @@ def test_the_packaged_job_runs_under_spark_submit_with_no_harness_environment(st
     create_topic(info.kafka_internal_bootstrap, topic, 2)
     argv = [str(Path(info.spark_home) / "bin" / "spark-submit"), "--master", info.spark_master,
             "--deploy-mode", "client", "--jars", ",".join(info.spark_jars), "--py-files", str(dist / "job.zip"),
-            "--conf", f"spark.pyspark.python={sys.executable}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
+            "--conf", f"spark.pyspark.python={sys.executable}",
+            "--conf", f"spark.pyspark.driver.python={sys.executable}",
             "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
             "--conf", "spark.cores.max=2", "--conf", "spark.executor.memory=1g", "--conf", "spark.ui.enabled=false",
             "--conf", "spark.sql.shuffle.partitions=4",

@@ -167,7 +167,8 @@ def test_a_port_taken_under_the_stack_is_one_line_naming_the_component(tmp_path,
     finally:
         squatter.close()
     message = str(error.value)
-    assert "\n" not in message and message.startswith("minio ") and str(tmp_path / "run" / "logs" / "minio.log") in message
+    assert "\n" not in message and message.startswith("minio ")
+    assert str(tmp_path / "run" / "logs" / "minio.log") in message
     assert pids_of(tmp_path / "run") == []
 
 

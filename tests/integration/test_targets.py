@@ -71,8 +71,8 @@ def test_stack_up_writes_a_target_that_doctor_finds_ready_and_crossing_its_proxi
            "KAFKA_USERNAME": "chaos-target", "KAFKA_PASSWORD": kafka_password}
     target, out, log = tmp_path / "t.yaml", tmp_path / "runs", tmp_path / "up.log"
     with open(log, "w") as up_log:
-        up = subprocess.Popen([sys.executable, "-m", "chaos.cli", "stack", "up", "--s3-tls", "--kafka-sasl", "--write-target",
-                               str(target),
+        up = subprocess.Popen([sys.executable, "-m", "chaos.cli", "stack", "up", "--s3-tls", "--kafka-sasl",
+                               "--write-target", str(target),
                                "--out", str(out)], stdout=up_log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
                               start_new_session=True)
     try:

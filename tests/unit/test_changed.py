@@ -58,7 +58,8 @@ def _users(specs, *kinds: str) -> set[str]:
 
 
 def test_a_line_inside_one_fault_kind_runs_its_users(specs):
-    for text, kind in (("class CorruptCheckpoint", "checkpoint.corrupt"), ("def _validate_corrupt", "checkpoint.corrupt"),
+    for text, kind in (("class CorruptCheckpoint", "checkpoint.corrupt"),
+                       ("def _validate_corrupt", "checkpoint.corrupt"),
                        ('FaultKind("checkpoint.corrupt"', "checkpoint.corrupt")):
         line = _line_of("chaos/faults/checkpoint.py", text)
         chosen = _decide(specs, Change("chaos/faults/checkpoint.py", (line + 3,)))

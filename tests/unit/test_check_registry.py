@@ -1,5 +1,6 @@
 """The registry of checks (chaos/checks/registry.py): a check that raises is UNKNOWN with its error and never costs the
-run its results; which checks an arm's targets set decides whether a control may end early (chaos.arm.schedule.ends_early)."""
+run its results; which checks an arm's targets set decides whether a control may end early
+(chaos.arm.schedule.ends_early)."""
 from __future__ import annotations
 
 import json

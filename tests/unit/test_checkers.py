@@ -899,7 +899,8 @@ def test_a_control_signature_from_state_growth_or_the_jobs_failure(tmp_path, sto
     spec = make_spec(tmp_path, naive="    targets: {state: {trend: growth, during: [inject]}}")
     grows = story(metrics=lambda t: {**healthy(t), "state_rows": int(100 + 50 * (t - 20))})
     result = judge_records(grows, spec, "naive")
-    assert (result["verdict"], result["signature"]) == ("PASSED", "state rows grow +50.0/s (+187% over inject, peak +87%)")
+    assert (result["verdict"], result["signature"]) == (
+        "PASSED", "state rows grow +50.0/s (+187% over inject, peak +87%)")
 
     spec = make_spec(tmp_path, naive="    targets: {recovery: {within: 10s, lag_below: 1000}}")
     failed = judge_records(story(metrics=recovering), spec, "naive",

@@ -32,7 +32,8 @@ def test_kills_are_counted_by_where_the_checkpoint_stood(tmp_path):
         ("state_put_started", 50, [51], "executor"),
     ])
     _arm(run, "crash-anywhere", "naive", 101, [("offsets_written", 12, [13], "job-driver")], lost=3)
-    assert [r["type"] for r in read_history(run / "crash-anywhere" / "hardened" / "history.jsonl")].count("trigger") == 5
+    history = read_history(run / "crash-anywhere" / "hardened" / "history.jsonl")
+    assert [r["type"] for r in history].count("trigger") == 5
     result = tally([run])
     hardened = result["totals"]["hardened"]
     assert (hardened["kills"], hardened["before_first_commit"], hardened["batch_in_flight"]) == (5, 2, 3)

@@ -1,5 +1,5 @@
-"""Discrimination (chaos/checks/discrimination.py `discriminate`): every control's history and outputs judged again by its
-experiment's hardened targets. Synthetic histories (tests/unit/test_checkers.py's Story, written through
+"""Discrimination (chaos/checks/discrimination.py `discriminate`): every control's history and outputs judged again by
+its experiment's hardened targets. Synthetic histories (tests/unit/test_checkers.py's Story, written through
 HistoryWriter with a fake clock) cover each status and each way the control's data can fail to stand for a target;
 the stored real runs in tests/fixtures/runs pin what `chaos check` finds on them (docs/lab-notes.md), with the
 suite's flag, the waiver, the exit code, the report line and the junit case. Pure: no services."""
@@ -110,8 +110,8 @@ def test_a_control_without_an_oracle_is_inconclusive_not_passed(tmp_path):
     assert result["status"] == "inconclusive"
     assert_checks(result["checks"], {"progress": "PASSED", "recovery": "PASSED", "lost": "NODATA",
                                      "duplicated": "NODATA"})
-    assert result["message"].startswith("inconclusive: a job without the hardening failed no hardened outcome target, but "
-                                        "lost could not be judged on its data (no oracle.json")
+    assert result["message"].startswith("inconclusive: a job without the hardening failed no hardened outcome target, "
+                                        "but lost could not be judged on its data (no oracle.json")
 
 
 def test_an_environment_error_in_the_control_is_inconclusive_unless_something_failed(tmp_path):
@@ -308,7 +308,8 @@ def test_nightly_and_pre_release_require_discrimination_and_smoke_does_not():
     assert all(spec.require_discrimination for spec in nightly.values())
     assert sorted(name for name, spec in nightly.items() if spec.cannot_discriminate) == [
         "checkpoint-commit-failures", "cluster-leader-move", "cluster-rolling-restart",
-        "crash-anywhere", "driver-latency", "kafka-broker-disconnect", "lifecycle-kills", "process-crash", "slow-s3-put"]
+        "crash-anywhere", "driver-latency", "kafka-broker-disconnect", "lifecycle-kills", "process-crash",
+        "slow-s3-put"]
 
 
 def test_the_nightly_leaves_out_only_waived_controls_and_pre_release_runs_every_control():
@@ -390,8 +391,8 @@ def test_the_suite_flag_changes_the_exit_code_and_chaos_check_agrees_with_the_ru
     inconclusive = make_run(tmp_path / "d", dataclasses.replace(spec, require_discrimination=True), control)
     assert cli.check(inconclusive) == 1  # no oracle: inconclusive, and a required discrimination not shown fails
     out = capsys.readouterr().out
-    assert "INCONCLUSIVE        t-disc: inconclusive: a job without the hardening failed no hardened outcome target, but " \
-           "lost could not be judged" in out and out.count("(required by this suite: FAILED)") == 1
+    assert "INCONCLUSIVE        t-disc: inconclusive: a job without the hardening failed no hardened outcome " \
+           "target, but lost could not be judged" in out and out.count("(required by this suite: FAILED)") == 1
     case = next(c for c in ET.parse(write_junit(inconclusive)).getroot().iter("testcase")
                 if c.get("name") == "t-disc/discrimination")
     assert case.find("failure") is not None and case.find("failure").get("type") == "INCONCLUSIVE"

@@ -192,5 +192,6 @@ def test_a_settings_document_is_checked_field_by_field(document, error, capsys):
     with pytest.raises(ValueError, match=re.escape(error)):
         settings_document(document)
     with pytest.raises(SystemExit):
-        from_args(["--profile", "hardened", "--topic", "t", "--deployment", "d", "--settings-json", json.dumps(document)])
+        from_args(["--profile", "hardened", "--topic", "t", "--deployment", "d",
+                   "--settings-json", json.dumps(document)])
     assert "--settings-json: " + error in capsys.readouterr().err

@@ -550,7 +550,8 @@ def _start_over_store(partition_removed: str | None):
         store.objects[f"{ROOT}/commits/{b}"] = b'v1\n{"nextBatchWatermarkMs":0}'
     files = {key[len(ROOT) + 1:]: {"size": len(data), "etag": "e"} for key, data in store.objects.items()
              if key.startswith(ROOT + "/") and "/." not in key}
-    store.objects[f"{ROOT}/_integrity/manifests/000000000008.json"] = json.dumps({"version": 8, "files": files}).encode()
+    manifest = json.dumps({"version": 8, "files": files}).encode()
+    store.objects[f"{ROOT}/_integrity/manifests/000000000008.json"] = manifest
     for key in [k for k in store.objects if partition_removed and k.startswith(f"{ROOT}/state/{partition_removed}/")]:
         del store.objects[key]
     return store

@@ -53,7 +53,8 @@ def test_startup_variants_differ_only_in_archives_and_jit_and_archives_is_what_t
     variants = startup_variants(info)
     assert set(variants) == {"archives", "c1", "tiered", "serial-gc", "in-driver"}
     assert variants["in-driver"] == {**variants["archives"], "spark.master": "local[2]"}
-    assert variants["serial-gc"] == {side: f"{options} -XX:+UseSerialGC" for side, options in variants["archives"].items()}
+    assert variants["serial-gc"] == {side: f"{options} -XX:+UseSerialGC"
+                                     for side, options in variants["archives"].items()}
     driver, executor = "spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"
     assert variants["c1"] == {driver: DRIVER_JAVA_OPTIONS, executor: EXECUTOR_JAVA_OPTIONS}
     assert variants["archives"] == {driver: f"{DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile=/c/driver-hardened.jsa",

@@ -77,7 +77,8 @@ def _pytest(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, li
     log, junit = tmp_path / "runs.log", tmp_path / "junit.xml"
     env = {**os.environ, "CHAOS_FAKE_LOG": str(log), "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                           f"--rootdir={tmp_path}", "-o", "addopts=", "-o", "junit_family=xunit1", str(tmp_path), *args],
+                           f"--rootdir={tmp_path}", "-o", "addopts=", "-o", "junit_family=xunit1",
+                           str(tmp_path), *args],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     runs = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return done, runs, ET.parse(junit).getroot()

@@ -610,7 +610,8 @@ def test_trend_shows_recovery_throughput_and_state_per_arm_and_marks_the_real_re
             in rows[1])
     assert '<td class="num">522</td>' in rows[0]
     # recovery: neither judged recovered since issue 36 (a heal followed 1.2 s later by the next fault)
-    assert rows[0].count('<td class="num">not recovered</td>') == rows[1].count('<td class="num">not recovered</td>') == 1
+    not_recovered = '<td class="num">not recovered</td>'
+    assert rows[0].count(not_recovered) == rows[1].count(not_recovered) == 1
     # throughput: events processed in the steady phase over its duration (run A's rolling rates were mostly 0)
     throughput = [steady_throughput(history(run, "kafka-broker-disconnect", "hardened")) for run in (RUN_A, RUN_B)]
     assert [round(v) for v in throughput] == [118, 42]

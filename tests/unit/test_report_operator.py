@@ -156,7 +156,8 @@ def test_the_commit_is_shown_when_run_json_has_it(runs, tmp_path):
     meta = json.loads((run / "run.json").read_text())
     (run / "run.json").write_text(json.dumps({**meta, "commit": "0123456789abcdef0123"}))
     text = write_report(run).read_text()
-    assert "commit 0123456789ab" in text and '<tr data-fact="commit"><th>commit</th><td><code>0123456789abcdef0123' in text
+    assert "commit 0123456789ab" in text
+    assert '<tr data-fact="commit"><th>commit</th><td><code>0123456789abcdef0123' in text
     properties = {p.get("name"): p.get("value") for p in ET.parse(write_junit(run)).getroot().iter("property")}
     assert properties["commit"] == "0123456789abcdef0123"
 
@@ -361,7 +362,8 @@ def test_a_mutate_runs_failures_are_its_surviving_mutants(runs, tmp_path):
     run = tmp_path / RUN_B
     shutil.copytree(runs / RUN_B, run)
     data = json.loads((run / "results.json").read_text())
-    data["mutation"] = {"kill_rate": 0.5, "switches": {"lease": {"status": "survived"}, "supervise": {"status": "killed"}},
+    data["mutation"] = {"kill_rate": 0.5,
+                        "switches": {"lease": {"status": "survived"}, "supervise": {"status": "killed"}},
                         "cells": [{"switch": "lease", "experiment": "process-crash", "status": "survived",
                                    "why": "every check passed"},
                                   {"switch": "supervise", "experiment": "process-crash", "status": "killed",
@@ -404,7 +406,8 @@ def test_the_rerun_command_names_the_run_latest_points_to(runs):
 
 
 def test_a_flaky_arms_testcase_says_so(flaky_run):
-    cases = {(c.get("classname"), c.get("name")): c for c in ET.parse(write_junit(flaky_run)).getroot().iter("testcase")}
+    cases = {(c.get("classname"), c.get("name")): c
+             for c in ET.parse(write_junit(flaky_run)).getroot().iter("testcase")}
     flaky = {p.get("name"): p.get("value") for p in cases[("slow-s3-put", "hardened")].find("properties")}
     steady = {p.get("name"): p.get("value") for p in cases[("process-crash", "hardened")].find("properties")}
     assert flaky["flaky"] == "PASSED, FAILED, PASSED" and "flaky" not in steady

@@ -36,7 +36,8 @@ def test_a_subset_keeps_the_suite_entries_as_they_are(smoke):
 
 
 def test_an_arm_and_its_whole_experiment_is_the_whole_experiment(smoke):
-    picked = select(smoke, parse_only("hot-key-session-growth/hardened,hot-key-session-growth,hot-key-session-growth/naive"))
+    picked = select(smoke, parse_only("hot-key-session-growth/hardened,hot-key-session-growth,"
+                                      "hot-key-session-growth/naive"))
     assert [a.profile for a in picked[0].arms] == ["hardened", "naive"]
 
 

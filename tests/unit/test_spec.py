@@ -139,20 +139,25 @@ CORPUS = [
      "warm_up, cannot_discriminate, claims, topology, schedule"),
     ("missing field", lambda d: d.pop("seed"), "seed: missing; allowed: seed is required here"),
     ("unknown topology", _set("topology", "mesh"), "topology: 'mesh' is not valid; allowed: single | cluster"),
-    ("one broker of a cluster on a single stack", _set("faults", 0, "target", "kafka-2"), "faults.0.target: kafka-2 names one broker of a cluster, and this experiment runs on a single stack; "
+    ("one broker of a cluster on a single stack", _set("faults", 0, "target", "kafka-2"),
+     "faults.0.target: kafka-2 names one broker of a cluster, and this experiment runs on a single stack; "
      "allowed: kafka; or topology: cluster"),
     ("broker 3 on a single stack", _append_fault({"fault": "process.kill", "target": "broker", "at": "6s",
-                                                  "duration": "5s", "params": {"broker": 3}}), "faults.1.params.broker: broker 3 on a single stack of 1 broker; "
+                                                  "duration": "5s", "params": {"broker": 3}}),
+     "faults.1.params.broker: broker 3 on a single stack of 1 broker; "
      "allowed: 1, leader or each; or topology: cluster"),
     ("executors of a broker kill", _append_fault({"fault": "process.kill", "target": "broker", "at": "6s",
-                                                  "duration": "5s", "params": {"executors": "one"}}), "faults.1.params.executors: applies to target executor, not broker; allowed: no executors for broker"),
+                                                  "duration": "5s", "params": {"executors": "one"}}),
+     "faults.1.params.executors: applies to target executor, not broker; allowed: no executors for broker"),
     ("an executor restarted at heal", _append_fault({"fault": "process.kill", "target": "executor", "at": "6s",
-                                                     "duration": "5s", "params": {"restart": "at_heal"}}), "faults.1.params.restart: applies to target broker or minio, not executor; allowed: no restart for executor"),
+                                                     "duration": "5s", "params": {"restart": "at_heal"}}),
+     "faults.1.params.restart: applies to target broker or minio, not executor; allowed: no restart for executor"),
     ("a leader move on a single stack", _append_fault({"fault": "broker.leader_move", "at": "6s", "duration": "5s"}),
      "faults.1.fault: broker.leader_move needs at least 2 brokers, and this experiment runs on a single stack of 1 "
      "broker; allowed: topology: cluster"),
     ("a broker beyond three", _append_fault({"fault": "process.pause", "target": "broker", "at": "6s",
-                                             "duration": "5s", "params": {"broker": 4}}), "faults.1.params.broker: 4 is not valid; allowed: an integer >= 1 and <= 3 or leader or each"),
+                                             "duration": "5s", "params": {"broker": 4}}),
+     "faults.1.params.broker: 4 is not valid; allowed: an integer >= 1 and <= 3 or leader or each"),
     ("bad duration", _set("phases", "steady", "10 parsecs"),
      "phases.steady: '10 parsecs' is not a duration; allowed: a duration like 500ms, 30s, 2m, 1h or a number of "
      "seconds"),
@@ -237,7 +242,8 @@ CORPUS = [
     ("empty targets", _set("arms", "naive", "targets", {}),
      "arms.naive.targets: is empty: an arm must be judged on something; allowed: " + ", ".join(EVERY_TARGET)),
     ("bad name", _set("name", "Bad Name"),
-     "name: 'Bad Name' is not a valid name; allowed: lowercase letters, digits and dashes, starting with a letter or digit, at most 64 characters"),
+     "name: 'Bad Name' is not a valid name; allowed: lowercase letters, digits and dashes, starting with a letter or "
+     "digit, at most 64 characters"),
 ]
 
 
@@ -263,10 +269,11 @@ RAW_CORPUS = [
     ("not YAML", "name: [unclosed\n", "line 2: not valid YAML (expected ',' or ']', but got '<stream end>'); allowed: "
                                       "a YAML mapping"),
     ("not a mapping", "- a\n- b\n", "(document): must be a mapping, got ['a', 'b']; allowed: a mapping of name, "
-                                    "description, incident, seed, workload, job, phases, faults, probes, arms, warm_up, "
-                                    "cannot_discriminate, claims, topology, schedule"),
+                                    "description, incident, seed, workload, job, phases, faults, probes, arms, "
+                                    "warm_up, cannot_discriminate, claims, topology, schedule"),
     ("empty file", "", "(document): must be a mapping, got None; allowed: a mapping of name, description, incident, "
-                       "seed, workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims, topology, schedule"),
+                       "seed, workload, job, phases, faults, probes, arms, warm_up, cannot_discriminate, claims, "
+                       "topology, schedule"),
 ]
 
 
@@ -322,7 +329,8 @@ SUITE_CORPUS = [
      "hardened, naive"),
     ("a bad entry scale", [{"path": "exp.yaml", "scale": 0}],
      "{suite}: experiments.0.scale: 0 is not valid; allowed: a number > 0 and <= 100"),
-    ("no experiments", [], "{suite}: experiments: [] is not a non-empty list of at most 100; allowed: a list of {{path, overrides}}"),
+    ("no experiments", [],
+     "{suite}: experiments: [] is not a non-empty list of at most 100; allowed: a list of {{path, overrides}}"),
 ]
 
 
@@ -482,8 +490,8 @@ def test_an_experiments_readme_documents_every_field():
     )
 
     for name in (*TOP_FIELDS, *WORKLOAD_FIELDS, *JOB_FIELDS, *FAULT_FIELDS, *PROBE_FIELDS, *ARM_SETTINGS,
-                 *TARGET_FIELDS, "expect", "note", "within", "healthy_samples", "lag_below", "trend", "during", "warmup",
-                 "threshold", "max_rows_per_key", "max_rows", "expected", "forbidden", "overrides"):
+                 *TARGET_FIELDS, "expect", "note", "within", "healthy_samples", "lag_below", "trend", "during",
+                 "warmup", "threshold", "max_rows_per_key", "max_rows", "expected", "forbidden", "overrides"):
         assert f"`{name}`" in text, name
     for fault in FAULTS.values():
         assert f"`{fault.name}`" in text, fault.name
@@ -577,7 +585,8 @@ def test_an_override_key_with_a_bang_replaces_the_mapping_instead_of_merging(tmp
         "arms": {"naive": {"targets!": {"lost": 0}}}}}])).entries[0].spec.arm("naive").targets
     assert replaced.logs is None and replaced.lost == 0
     with pytest.raises(SpecError, match=r"experiments\.0\.overrides\.arms\.naive\.targets\.lost: -1 is not valid"):
-        load_suite(_suite(tmp_path, [{"path": "exp.yaml", "overrides": {"arms": {"naive": {"targets!": {"lost": -1}}}}}]))
+        load_suite(_suite(tmp_path, [{"path": "exp.yaml",
+                                      "overrides": {"arms": {"naive": {"targets!": {"lost": -1}}}}}]))
 
 
 def test_a_lag_bound_in_seconds_of_input_is_records_at_the_workloads_rate(tmp_path):
@@ -606,7 +615,8 @@ def _numeric_leaves(node: object, path: tuple = ()):
     elif isinstance(node, list):
         for index, value in enumerate(node):
             yield from _numeric_leaves(value, path + (index,))
-    elif isinstance(node, (int, float)) and not isinstance(node, bool) or isinstance(node, str) and node[:1].isdigit() and node.rstrip("hms").replace(".", "").isdigit():
+    elif isinstance(node, (int, float)) and not isinstance(node, bool) or isinstance(node, str) and \
+            node[:1].isdigit() and node.rstrip("hms").replace(".", "").isdigit():
         yield path, node
 
 

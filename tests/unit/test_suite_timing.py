@@ -67,7 +67,8 @@ def test_in_a_lanes_run_each_arm_says_its_lane_and_what_ran_beside_it(tmp_path, 
     for name in ("one", "two", "three"):
         (run / name).mkdir(parents=True)
         (run / name / "spec.json").write_text(json.dumps(spec.to_dict()))
-    (run / "run.json").write_text(json.dumps({"suite": "t", "status": "completed", "experiments": ["one", "two", "three"],
+    (run / "run.json").write_text(json.dumps({"suite": "t", "status": "completed",
+                                              "experiments": ["one", "two", "three"],
                                               "started": "2026-11-23T10:00:00+00:00",
                                               "ended": "2026-11-23T10:02:00+00:00"}))
     phases = [("steady", 0, 6), ("inject", 6, 14), ("recover", 14, 22)]

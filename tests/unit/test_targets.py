@@ -99,7 +99,8 @@ BAD = [
     ("option name", _with("kafka.options", {"a b": "c"}), "is not a valid option name"),
     ("too many options", _with("spark.conf", {f"spark.k{i}": "v" for i in range(101)}), "at most 100"),
     ("unknown credential", _with("credentials", {"token": "T"}), "credentials.token: unknown field"),
-    ("half a key pair", _with("credentials", {"s3_access_key": "AWS_ACCESS_KEY_ID"}), "credentials.s3_secret_key: missing"),
+    ("half a key pair", _with("credentials", {"s3_access_key": "AWS_ACCESS_KEY_ID"}),
+     "credentials.s3_secret_key: missing"),
     ("mode start with api", _with("toxiproxy", {"mode": "start", "api": "http://127.0.0.1:8474"}), "toxiproxy.api:"),
     ("api without port", _with("toxiproxy", {"api": "http://127.0.0.1"}), "toxiproxy.api:"),
     ("api with user", _with("toxiproxy", {"api": "http://u:p@127.0.0.1:1"}), "toxiproxy.api:"),
@@ -110,7 +111,8 @@ BAD = [
      "toxiproxy.routes.kafka.upstream: missing"),
     ("routes with existing", _with("toxiproxy", {"api": "http://h:1", "routes": {}}), "toxiproxy.routes:"),
     ("unknown hook role", _with("hooks", {"zookeeper": "kill -{signal} 1"}), "hooks.zookeeper: unknown field"),
-    ("hook without signal", _with("hooks", {"broker": "systemctl restart kafka"}), "hooks.broker.signal: has no {signal}"),
+    ("hook without signal", _with("hooks", {"broker": "systemctl restart kafka"}),
+     "hooks.broker.signal: has no {signal}"),
     ("hook placeholder", _with("hooks", {"broker": "kill -{signal} {pid}"}), "unknown placeholder {pid}"),
     ("hook brace", _with("hooks", {"broker": "kill -{signal"}), "not a valid template"),
     ("node on minio", _with("hooks", {"minio": "ssh s3-{node} pkill -{signal} minio"}),
@@ -147,7 +149,8 @@ SECRETS = [
     ("a jaas literal", _with("kafka.options", {"sasl.jaas.config": f'x required username="u" password="{SECRET}";'}),
      "kafka.options.sasl.jaas.config"),
     ("a key id anywhere", _with("s3.prefix", "AKIAIOSFODNN7EXAMPLE/"), "s3.prefix"),
-    ("a key id in a hook", _with("hooks", {"broker": "env K=AKIAIOSFODNN7EXAMPLE kill -{signal} 1"}), "hooks.broker.signal"),
+    ("a key id in a hook", _with("hooks", {"broker": "env K=AKIAIOSFODNN7EXAMPLE kill -{signal} 1"}),
+     "hooks.broker.signal"),
 ]
 
 
@@ -291,7 +294,8 @@ def test_on_a_cluster_target_per_node_hooks_let_the_cluster_experiments_run():
     cluster["toxiproxy"]["proxies"] = {"kafka-1": "k1", "kafka-2": "k2", "kafka-3": "k3", "s3": "s3",
                                        "spark-driver": "d", "spark-driver-blocks": "db"}
     cluster["kafka"]["direct_bootstrap_servers"] = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
-    for experiment in ("cluster-broker-lost", "cluster-executor-lost", "cluster-rolling-restart", "cluster-leader-move"):
+    for experiment in ("cluster-broker-lost", "cluster-executor-lost", "cluster-rolling-restart",
+                       "cluster-leader-move"):
         assert _gate(cluster, experiment, brokers) is None, experiment
     # cluster-broker-lost's kill fires on a batch's commit, which only the S3 fault proxy sees
     assert "commit_written" in (_gate(cluster, "cluster-broker-lost", brokers, fault_proxy=False) or "")
@@ -394,7 +398,8 @@ EXPERIMENTS = ROOT / "experiments"
 
 
 def _stack_written(**changes) -> dict:
-    """A target as `chaos stack up --write-target` writes one: an existing Toxiproxy, direct endpoints, a fault proxy."""
+    """A target as `chaos stack up --write-target` writes one: an existing Toxiproxy, direct endpoints, a fault
+    proxy."""
     doc = {"name": "local-stack",
            "kafka": {"bootstrap_servers": ["127.0.0.1:19092"], "direct_bootstrap_servers": ["127.0.0.1:9092"],
                      "replication_factor": 1, "min_insync_replicas": 1},

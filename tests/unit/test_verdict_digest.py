@@ -36,8 +36,8 @@ def test_every_difference_is_printed_and_the_exit_code_says_whether_there_was_on
     baseline.write_text(json.dumps({**judged, "run/exit": 0, "run/results.json/verdict": "PASSED", "run/gone": 1}))
     assert verdict_digest.main(["--compare", str(baseline), str(RUN)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[-4:] == ['run/exit: 0 -> 1', 'run/gone: 1 -> "(absent)"', 'run/results.json/verdict: "PASSED" -> "FAILED"',
-                        "3 differences from the baseline"]
+    assert out[-4:] == ['run/exit: 0 -> 1', 'run/gone: 1 -> "(absent)"',
+                        'run/results.json/verdict: "PASSED" -> "FAILED"', "3 differences from the baseline"]
 
 
 def _tree(run_dir: Path) -> dict[str, str]:
