@@ -7,68 +7,40 @@ Every string that comes from a file is escaped; see docs/reports.md.
 
 Modules: model (reading a run), facts (what was run, how to rerun it), plots, markup (what pages share), page
 (index.html), junit, trend, cli.
-Every name is re-exported here: `from chaos.report import write_report` keeps working.
+Re-exported here: the names other modules import through chaos.report (`write_report`, `write_junit`, `write_trend`,
+`main_report`, `load_run`, ...); anything else is imported from its defining module (e.g. chaos.report.facts).
 """
 from .cli import (
     main_report,
 )
 from .facts import (
     flaky_lines,
-    recovery,
     rerun_command,
-    run_command,
-    utc,
 )
 from .junit import (
-    JUNIT_ERRORS,
     write_junit,
 )
-from .markup import (
-    CSS,
-)
 from .model import (
-    VERDICT_COLOURS,
-    VERDICT_ORDER,
     Arm,
-    FaultWindow,
-    ReportError,
-    Run,
-    Timeline,
     load_run,
     load_timeline,
 )
 from .page import (
-    DISCRIMINATION_COLOURS,
-    MUTANT_COLOURS,
-    NOT_DISCRIMINATING_LINE,
-    discrimination_line,
     render_report,
     write_report,
 )
 from .plots import (
-    FAULT_COLOURS,
     PANELS,
-    Metric,
-    Panel,
-    plot_panel,
 )
 from .trend import (
     NOT_RECOVERED,
-    TREND_METRICS,
-    TrendMetric,
-    TrendRow,
     arm_figures,
     collect_runs,
     find_regressions,
-    render_trend,
     write_trend,
 )
 
 __all__ = [
-    "Arm", "CSS", "DISCRIMINATION_COLOURS", "FAULT_COLOURS", "FaultWindow", "JUNIT_ERRORS", "MUTANT_COLOURS",
-    "Metric", "NOT_DISCRIMINATING_LINE", "NOT_RECOVERED", "PANELS", "Panel", "ReportError", "Run",
-    "TREND_METRICS", "Timeline", "TrendMetric", "TrendRow", "VERDICT_COLOURS", "VERDICT_ORDER", "arm_figures",
-    "collect_runs", "discrimination_line", "find_regressions", "flaky_lines", "load_run", "load_timeline",
-    "main_report", "plot_panel", "recovery", "render_report", "render_trend", "rerun_command", "run_command", "utc",
-    "write_junit", "write_report", "write_trend",
+    "Arm", "NOT_RECOVERED", "PANELS", "arm_figures", "collect_runs", "find_regressions", "flaky_lines", "load_run",
+    "load_timeline", "main_report", "render_report", "rerun_command", "write_junit", "write_report", "write_trend",
 ]

@@ -2,6 +2,6 @@
 which Toxiproxy the faults go through, credentials by variable name, hooks for process faults. `model.py` validates
 the file, `doctor.py` checks that a target answers and that its traffic crosses the proxies, `from_stack.py` writes a
 running stack as a target (`chaos stack up --write-target`)."""
-from .model import S3, Hook, Kafka, Route, Spark, Target, Toxiproxy, load_target, parse_target
+from .model import load_target, parse_target
 
-__all__ = ["Hook", "Kafka", "Route", "S3", "Spark", "Target", "Toxiproxy", "load_target", "parse_target"]
+__all__ = ["load_target", "parse_target"]

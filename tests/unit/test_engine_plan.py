@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from chaos.arm.job import EventTimePacer
-from chaos.faults import IMPLEMENTATIONS, Toxic
-from chaos.faults.registry import FAULTS
+from chaos.faults.network import Toxic
+from chaos.faults.registry import FAULTS, IMPLEMENTATIONS
 from chaos.run import arm_config, planned_events, segments
 from chaos.spec import load_experiment
 from chaos.workload import Event
