@@ -13,7 +13,15 @@ from infra.errors import InfraError
 
 from . import errors
 from .commands.args import _arms, _batches, _bench_seconds, _lanes, _rounds, _scale, _seed, _startup_variants, version
-from .commands.bench import bench, bench_cpu, bench_crashes, bench_startup, bench_suite, stack_smoke
+from .commands.bench import (
+    bench,
+    bench_cpu,
+    bench_crashes,
+    bench_recoveries,
+    bench_startup,
+    bench_suite,
+    stack_smoke,
+)
 from .commands.catalog import catalogue, list_experiments, validate
 from .commands.common import BACKENDS, EXPERIMENTS_DIR
 from .commands.doctor import doctor, doctor_target, setup
@@ -173,6 +181,10 @@ def _parser() -> argparse.ArgumentParser:
                         "batch) and how each arm came out (docs/lab-notes.md)")
     crashes_bench.add_argument("run_dirs", type=Path, nargs="+")
     crashes_bench.add_argument("--json", action="store_true")
+    recoveries_bench = bench_commands.add_parser(
+        "recoveries", help="every disruption of a stored run on its own: to the first new batch, to recovery")
+    recoveries_bench.add_argument("run_dir", type=Path)
+    recoveries_bench.add_argument("--json", action="store_true")
     suite_bench = bench_commands.add_parser("suite", help="where a stored suite run's wall time went (from its files)")
     suite_bench.add_argument("run_dir", type=Path)
     suite_bench.add_argument("--json", action="store_true")
@@ -239,6 +251,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return bench_suite(args.run_dir, args.json)
     if args.command == "bench" and args.bench_command == "startup":
         return bench_startup(args.rounds, args.variants, args.batches, args.json, args.out)
+    if args.command == "bench" and args.bench_command == "recoveries":
+        return bench_recoveries(args.run_dir, args.json)
     if args.command == "bench" and args.bench_command == "crashes":
         return bench_crashes(args.run_dirs, args.json)
     if args.command == "bench" and args.bench_command == "cpu":

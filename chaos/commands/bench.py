@@ -104,3 +104,12 @@ def bench_crashes(run_dirs: list[Path], as_json: bool) -> int:
     result = tally(run_dirs)
     print(json.dumps(result)) if as_json else print_tally(result)
     return errors.PASSED
+
+
+def bench_recoveries(run_dir: Path, as_json: bool) -> int:
+    from ..bench.recoveries import print_recoveries, recoveries
+
+    require_run_dir(run_dir)
+    rows = recoveries(run_dir)
+    print(json.dumps(rows)) if as_json else print_recoveries(rows)
+    return errors.PASSED
