@@ -26,7 +26,8 @@ from .spec import ExperimentSpec
 # Changing one of these cannot change a run or its verdict (chaos/target/: files and runs of a target, never a run on
 # the suite's own stack).
 INERT = ("docs/*", "*.md", "tests/*", "reports/*", ".ci/*", "chaos/report/*", "chaos/bench/job.py",
-         "chaos/mutate.py", "chaos/bench/crash_tally.py", "chaos/bench/suite_timing.py", "chaos/changed.py",
+         "chaos/mutate.py", "chaos/bench/crash_tally.py", "chaos/bench/suite_timing.py",
+         "chaos/bench/recoveries.py", "chaos/changed.py",
          ".gitignore", "LICENSE", "experiments/README.md", "experiments/schema.json", "chaos/target/*")
 
 # Code that lifecycle triggers (`on:`) run on; s3proxy sees the job's requests for them.
