@@ -1,6 +1,7 @@
-"""Ctrl-C at any moment of `chaos run`: while the stack starts, in the steady state, with a fault injected, in
+"""Ctrl-C at any moment of `chaos run`: while the stack starts, in the steady phase, with a fault injected, in
 recovery, and while the run is being judged and reported. Each time every fault is healed, every process and
 container of the run is gone, no port of it listens, its results say INTERRUPTED and the exit code is 130.
+tiny.yaml has no warm-up, so the steady, fault and recover moments come while its job is still starting.
 
 Every moment on the local backend; on containers (when an engine answers) the interrupt with a fault in place.
 """
