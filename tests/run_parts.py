@@ -8,6 +8,8 @@
 
     python -m tests.run_parts [PYTEST ARGS...]     # the arguments go to both sessions (-k, -m, paths, ...)
 
+`make test` passes `--deselect-slow` (tests/conftest.py: the tests marked `slow` are left out); `make test-all` not.
+
 A session that selects nothing (pytest's exit 5) is no failure: `-k 'kafka-broker-disconnect and hardened'` selects
 only smoke items. Exit: the first session's failure code, else the second's, 5 when neither selected a test, else
 0. Ctrl-C (or SIGTERM) stops the running session through its own interrupt path, which tears its stacks down, and
