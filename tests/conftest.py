@@ -47,6 +47,10 @@ def pytest_collection_modifyitems(config, items):
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its collection's order is the order units are handed out
+        from tests.module_order import longest_first
+
+        items[:] = longest_first(items)
 
 
 def _containers_available() -> bool:

@@ -23,8 +23,9 @@ import sys
 
 NOTHING_SELECTED = 5
 INTERRUPTED = 2
-# loadfile: a module's tests in one worker, so a module-scoped stack (and a module's steps in order) is set up once.
-PARTS = (("shared", ["-n", "2", "--dist", "loadfile"]), ("alone", []))
+# loadfile: a module's tests in one worker, so a module-scoped stack (and a module's steps in order) is set up once;
+# in the order the workers collected them, longest first (tests/module_order.py), not reordered by their test counts.
+PARTS = (("shared", ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]), ("alone", []))
 
 
 def run_part(part: str, options: list[str], args: list[str]) -> tuple[int, bool]:

@@ -5,8 +5,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-from tests.run_parts import NOTHING_SELECTED, combined
+from tests import conftest
+from tests.module_order import COSTS_S, DEFAULT_INTEGRATION_S, longest_first
+from tests.run_parts import NOTHING_SELECTED, PARTS, combined
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,3 +49,70 @@ def test_a_part_that_selects_nothing_is_no_failure_unless_neither_selects_a_test
     assert combined([NOTHING_SELECTED, NOTHING_SELECTED]) == NOTHING_SELECTED
     assert combined([1, 0]) == 1 and combined([0, 1]) == 1 and combined([NOTHING_SELECTED, 1]) == 1
     assert combined([3, 1]) == 3
+
+
+def test_the_shared_part_hands_out_modules_longest_first_each_module_whole_and_in_order():
+    nodeids = ["tests/unit/test_spec.py::a", "tests/unit/test_spec.py::b", "tests/integration/test_new.py::a",
+               "tests/integration/test_lifecycle.py::a", "tests/integration/test_interrupts.py::fault",
+               "tests/integration/test_interrupts.py::judging", "tests/unit/test_oracle.py::a"]
+    expected = ["tests/integration/test_interrupts.py::fault", "tests/integration/test_interrupts.py::judging",
+                "tests/integration/test_lifecycle.py::a", "tests/integration/test_new.py::a",
+                "tests/unit/test_spec.py::a", "tests/unit/test_spec.py::b", "tests/unit/test_oracle.py::a"]
+    assert [item.nodeid for item in longest_first([SimpleNamespace(nodeid=n) for n in nodeids])] == expected
+    # tests/conftest.py orders an xdist worker's collection so (the order the scheduler hands units out in), and
+    # leaves a session without workers as collected
+    for config, wanted in ((SimpleNamespace(getoption=lambda name: False, workerinput={}), expected),
+                           (SimpleNamespace(getoption=lambda name: False), nodeids)):
+        items = [SimpleNamespace(nodeid=n, get_closest_marker=lambda name: None) for n in nodeids]
+        conftest.pytest_collection_modifyitems(config, items)
+        assert [item.nodeid for item in items] == wanted
+    assert COSTS_S["tests/integration/test_lifecycle.py"] > DEFAULT_INTEGRATION_S  # the order above needs it
+    assert [path for path in COSTS_S if not (ROOT / path).is_file()] == [], "costs of modules that are gone"
+
+
+class _Worker:
+    """What xdist's scheduler sees of a worker: it is sent test indices (the units it is handed) and shut down."""
+    shutting_down = False
+
+    def __init__(self, name: str, handed: list[int]):
+        self.gateway = SimpleNamespace(id=name)
+        self.sent: list[int] = []
+        self.handed = handed
+
+    def send_runtest_some(self, indices):
+        self.sent += indices
+        self.handed += indices
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+def _handed_out(reorder: bool, collection: list[str]) -> list[str]:
+    """The modules pytest-xdist's loadfile scheduler hands two workers, in the order it hands them out, each worker
+    finishing a test at a time in turn."""
+    from xdist.scheduler.loadfile import LoadFileScheduling
+
+    config = SimpleNamespace(getvalue=lambda name: ["2*popen"], option=SimpleNamespace(loadscopereorder=reorder))
+    scheduler = LoadFileScheduling(config)  # type: ignore[arg-type]
+    handed: list[int] = []
+    workers = [_Worker("gw0", handed), _Worker("gw1", handed)]
+    for worker in workers:
+        scheduler.add_node(worker)  # type: ignore[arg-type]
+        scheduler.add_node_collection(worker, collection)  # type: ignore[arg-type]
+    scheduler.schedule()
+    done = [0, 0]
+    while any(done[n] < len(worker.sent) for n, worker in enumerate(workers)):
+        for n, worker in enumerate(workers):
+            if done[n] < len(worker.sent):
+                scheduler.mark_test_complete(worker, worker.sent[done[n]])  # type: ignore[arg-type]
+                done[n] += 1
+    assert sorted(handed) == list(range(len(collection)))  # every test handed out once
+    return list(dict.fromkeys(collection[i].split("::")[0] for i in handed))
+
+
+def test_xdist_hands_out_modules_in_the_collections_order_only_without_its_reorder():
+    assert "--no-loadscope-reorder" in dict(PARTS)["shared"]
+    # a long module of one test, then short ones of many tests
+    collection = ["long.py::a"] + [f"m{m}.py::t{t}" for m in range(4) for t in range(5)]
+    assert _handed_out(False, collection) == ["long.py", "m0.py", "m1.py", "m2.py", "m3.py"]
+    assert _handed_out(True, collection)[-1] == "long.py"  # xdist's default: the most tests first
