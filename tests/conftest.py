@@ -30,8 +30,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "all_backends: run on every available backend by default, not only local")
-    config.addinivalue_line("markers", "slow: covers a path another test in `make test` covers too; only `make test-all` "
-                                       "(or pytest without --deselect-slow) runs it")
+    config.addinivalue_line("markers", "slow: covers a path another test in `make test` covers too; only "
+                                       "`make test-all` (or pytest without --deselect-slow) runs it")
     # A SIGTERM (a CI timeout, `kill`) takes the Ctrl-C path, so fixtures tear their stacks down.
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(config, items):
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if item.get_closest_marker("slow") is None]
-    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its collection's order is the order units are handed out
+    if hasattr(config, "workerinput"):  # an xdist worker: its collection's order is the order units are handed out
         from tests.module_order import longest_first
 
         items[:] = longest_first(items)

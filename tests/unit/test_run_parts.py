@@ -39,7 +39,8 @@ def test_make_test_leaves_out_the_slow_tests_and_make_test_all_runs_them():
     assert [item.rsplit("[", 1)[1] for item in slow] == ["local-recover]", "local-steady]"]
     assert any(item.endswith("[local-fault]") for item in kept)
     makefile = (ROOT / "Makefile").read_text()
-    test, test_all = (re.search(rf"^{target}:.*\n(\t.*\n)+", makefile, re.M).group(0) for target in ("test", "test-all"))
+    test, test_all = (re.search(rf"^{target}:.*\n(\t.*\n)+", makefile, re.M).group(0)
+                      for target in ("test", "test-all"))
     assert "tests.run_parts --deselect-slow" in test and "tests.run_parts" in test_all and "slow" not in test_all
 
 
