@@ -10,7 +10,8 @@ as DEFAULT_INTEGRATION_S under tests/integration, else 0 (after every listed mod
 """
 from __future__ import annotations
 
-from typing import Protocol, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 # Seconds of each module's tests in the clean-clone CI of ed0fb34 (2026-11-28, the shared session's --durations),
 # less the tests issue 39 cut; test_checkpoint_damage_state's stack and first job start estimated (+90 s).

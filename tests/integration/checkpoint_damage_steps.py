@@ -23,9 +23,9 @@ import json
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from chaos import checkpoint_damage, checkpoint_tools
 from chaos.arm.job import ArmConfig, JobArm
