@@ -37,8 +37,9 @@ def _moment_reached(run_dir: Path, moment: str) -> bool:
 
 # Steady and recover take the interrupt path of `fault`: in all three the Ctrl-C reaches the run in the phase
 # clock's wait (chaos/arm/schedule.py PhaseClock), and the same `except KeyboardInterrupt` of ArmRun.run, clean_up
-# and the stack's teardown follow. What differs is the fault's state, and Fault.run_heal does nothing for one not yet injected (steady)
-# or already healed (recover), so `fault`, which heals one in place, covers their path. They run in `make test-all`.
+# and the stack's teardown follow. What differs is the fault's state, and Fault.run_heal does nothing for one not
+# yet injected (steady) or already healed (recover), so `fault`, which heals one in place, covers their path. They
+# run in `make test-all`.
 SLOW_MOMENTS = {"steady", "recover"}
 MOMENTS = [pytest.param(moment, marks=pytest.mark.slow) if moment in SLOW_MOMENTS else moment
            for moment in ("set-up", "steady", "fault", "recover", "judging")]
