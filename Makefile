@@ -9,7 +9,7 @@ DEPS   := $(VENV)/.deps-installed
 PYTEST_ARGS ?=
 RUN_ARGS ?=
 
-.PHONY: setup setup-containers run test package clean-venv
+.PHONY: setup setup-containers run test test-all package clean-venv
 
 setup: $(DEPS)
 	$(BIN)/chaos setup
@@ -38,7 +38,13 @@ run: setup
 # Two pytest sessions (tests/run_parts.py): the tests whose checks are outcomes two at a time, then those with timing
 # bounds (marked `alone`: the smoke, on two lanes as measured in docs/lab-notes.md "Lanes") with nothing beside them.
 # PYTEST_ARGS go to both; `.venv/bin/python -m pytest` alone still runs everything in one session, one at a time.
+# The tests marked `slow` (a path another test covers too) are left out; `make test-all` runs them as well.
 test: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m tests.run_parts --deselect-slow $(PYTEST_ARGS)
+
+test-all: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m tests.run_parts $(PYTEST_ARGS)

@@ -24,10 +24,14 @@ def pytest_addoption(parser):
     parser.addoption("--backend", default=None,
                      help="comma-separated stack backends the integration tests run against (local, containers); "
                           "default: local, plus containers for `all_backends` tests when a Docker engine answers")
+    parser.addoption("--deselect-slow", action="store_true",
+                     help="leave out the tests marked `slow` (`make test` does; `make test-all` runs them)")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "all_backends: run on every available backend by default, not only local")
+    config.addinivalue_line("markers", "slow: covers a path another test in `make test` covers too; only "
+                                       "`make test-all` (or pytest without --deselect-slow) runs it")
     # A SIGTERM (a CI timeout, `kill`) takes the Ctrl-C path, so fixtures tear their stacks down.
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
@@ -35,6 +39,18 @@ def pytest_configure(config):
 
 def _terminate(signum, frame):
     raise KeyboardInterrupt
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("deselect_slow"):
+        slow = [item for item in items if item.get_closest_marker("slow") is not None]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+    if hasattr(config, "workerinput"):  # an xdist worker: its collection's order is the order units are handed out
+        from tests.module_order import longest_first
+
+        items[:] = longest_first(items)
 
 
 def _containers_available() -> bool:

@@ -8,6 +8,8 @@
 
     python -m tests.run_parts [PYTEST ARGS...]     # the arguments go to both sessions (-k, -m, paths, ...)
 
+`make test` passes `--deselect-slow` (tests/conftest.py: the tests marked `slow` are left out); `make test-all` not.
+
 A session that selects nothing (pytest's exit 5) is no failure: `-k 'kafka-broker-disconnect and hardened'` selects
 only smoke items. Exit: the first session's failure code, else the second's, 5 when neither selected a test, else
 0. Ctrl-C (or SIGTERM) stops the running session through its own interrupt path, which tears its stacks down, and
@@ -21,8 +23,9 @@ import sys
 
 NOTHING_SELECTED = 5
 INTERRUPTED = 2
-# loadfile: a module's tests in one worker, so a module-scoped stack (and a module's steps in order) is set up once.
-PARTS = (("shared", ["-n", "2", "--dist", "loadfile"]), ("alone", []))
+# loadfile: a module's tests in one worker, so a module-scoped stack (and a module's steps in order) is set up once;
+# in the order the workers collected them, longest first (tests/module_order.py), not reordered by their test counts.
+PARTS = (("shared", ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]), ("alone", []))
 
 
 def run_part(part: str, options: list[str], args: list[str]) -> tuple[int, bool]:

@@ -1,8 +1,8 @@
 """Which checkpoint files the checkpoint.corrupt fault damages, and how (chaos/checkpoint_damage.py over the layout
 chaos/checkpoint_tools.py reads): pure functions over
 a listing the harness parses itself, and corrupt()/lineage() over an in-memory stand-in for MinIO; the fault itself
-runs in the corrupted-sst experiment, and tests/integration/test_checkpoint_damage.py damages each kind under the
-real job."""
+runs in the corrupted-sst experiment, and tests/integration/test_checkpoint_damage_query.py and _state.py damage
+each kind under the real job."""
 import ast
 import io
 import json

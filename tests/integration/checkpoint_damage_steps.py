@@ -1,17 +1,21 @@
-"""Damage to each kind of checkpoint file, on the real stack: the hardened job, killed with SIGKILL, finds the
-damage before Spark reads it, repairs it, goes on committing batches, and in the end loses and duplicates nothing.
+"""The steps of the checkpoint-damage tests, test_checkpoint_damage_query.py (the query's files) and
+test_checkpoint_damage_state.py (the state store's): on the real stack, the hardened job, stopped, finds damage to
+one kind of checkpoint file before Spark reads it, repairs it, goes on committing batches, and in the end loses and
+duplicates nothing.
 
-One stack, one hardened job and one workload for the whole module, to keep it short: the workload is produced in
-the background while, one kind after another (metadata, sources, offsets, commits, state_metadata, changelog, zip,
-sst), the test waits for two more committed batches, kills the job's process group, damages one file of that kind
-with chaos.checkpoint_damage.corrupt (the harness's own reading of the checkpoint, not the job's), and restarts the
-job. The last test drains and judges the whole run with the oracle. Local backend only.
+Each module has one stack, one hardened job and one workload, to keep it short: the workload is produced in the
+background while, one kind after another, a step waits for two more committed batches, stops the job (SIGKILL of
+its process group, or a graceful stop), damages one file of that kind with chaos.checkpoint_damage.corrupt (the
+harness's own reading of the checkpoint, not the job's) and restarts the job. The module's last test drains and
+judges the whole run with the oracle. Two modules, so pytest-xdist (`--dist loadfile`) runs them side by side.
 
 After a SIGKILL the newest commit (and an offsets entry in flight) is almost always one no manifest recorded yet (the
-manifest of a batch's commit is written inside the next batch), and the job rolls such a batch back whether or not
-it is damaged. So damage there alone does not show that the job reads what it verifies: the offsets and commits
-entries are also damaged once more after a graceful stop (SIGTERM: the job records its last commit), at the last
-committed batch, where only a check of the content can find the damage.
+manifest of a batch's commit is written inside the next batch), and the job rolls such a batch back unread, whether
+or not it is damaged (job/repair_plan.py, UNPROVEN). So the offsets and commits entries are damaged after a
+graceful stop only (SIGTERM: the job records its last commit), at the last committed batch, where only a check of
+the content can find the damage. Damaged after a SIGKILL, they proved nothing more: the rollback of an unrecorded
+batch is what every SIGKILL step's restart does anyway, and that it never reads the entries it drops is
+tests/unit/test_integrity_plan.py's (the newest commit and the batch in flight count only when recorded).
 """
 from __future__ import annotations
 
@@ -19,23 +23,16 @@ import json
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 from chaos import checkpoint_damage, checkpoint_tools
 from chaos.arm.job import ArmConfig, JobArm
 from chaos.workload import WorkloadSpec
 from infra.stack import Stack
 
-pytestmark = [pytest.mark.integration, pytest.mark.backends("local")]
-
-KINDS = ("metadata", "sources", "offsets", "commits", "state_metadata", "changelog", "zip", "sst")
-# (kind, how the job is stopped before the damage), in the order they run: zip and sst last, when snapshots exist.
-STEPS = [(kind, "sigkill") for kind in KINDS[:4]] + [("offsets", "graceful"), ("commits", "graceful")] + [
-    (kind, "sigkill") for kind in KINDS[4:]]
-UNPROVEN = "not recorded in a manifest"  # job/integrity.py's reason for an entry it rolls back unread
+UNPROVEN = "not recorded in a manifest"  # job/repair_plan.py's reason for an entry it rolls back unread
 # A method that certainly breaks each file: truncation breaks every JSON record, a zip's central directory and a
 # changelog's stream; an SST is checked by its footer's magic number, so that is what is damaged there.
 METHODS = {"sst": "footer"}
@@ -108,8 +105,12 @@ def _read_json(run: Run, key: str) -> dict:
         response.release_conn()
 
 
-@pytest.fixture(scope="module")
-def run(stack, tmp_path_factory):
+def step_id(kind: str, stop: str) -> str:
+    return kind if stop == "sigkill" else f"{kind}-after-graceful-stop"
+
+
+def running_job(stack, tmp_path_factory) -> Iterator[Run]:
+    """A module's `run` fixture: its hardened job started, its workload produced in the background."""
     workload = WorkloadSpec(shape="zipf", keys=50, rate=100, duration_ms=900_000, seed=SEED)
     arm = JobArm(stack, tmp_path_factory.mktemp("arm"), ArmConfig(profile="hardened", workload=workload, settings={
         "gap_ms": 3_000, "max_session_ms": 30_000, "watermark_ms": 2_000}))
@@ -151,9 +152,9 @@ def _wait_for_target(run: Run, kind: str, timeout: float) -> None:
         time.sleep(1)
 
 
-@pytest.mark.parametrize("kind,stop", STEPS, ids=[k if how == "sigkill" else f"{k}-after-graceful-stop"
-                                                   for k, how in STEPS])
-def test_the_job_repairs_damage_to_each_kind_of_checkpoint_file_and_commits_again(run, kind, stop):
+def damage_and_restart(run: Run, kind: str, stop: str) -> None:
+    """One step: two more committed batches, the job stopped (`sigkill` or `graceful`), one file of `kind` damaged,
+    the job restarted: it repairs the damage in one journaled repair, logged once, and commits a batch beyond."""
     arm = run.arm
     if arm.job is None or not arm.job.alive():  # an earlier kind ended the job: that test failed already
         arm.start_job()
@@ -217,7 +218,9 @@ def test_the_job_repairs_damage_to_each_kind_of_checkpoint_file_and_commits_agai
           f"{damaged['size_after']} bytes); repaired: {repairs[0]}; step took {time.monotonic() - started:.0f} s")
 
 
-def test_nothing_lost_or_duplicated_and_one_repair_line_per_damage(run):
+def judge_whole_run(run: Run) -> None:
+    """A module's last test: the job drained and stopped; nothing lost, duplicated or wrong, every checkpoint file a
+    kind the harness knows, one repair line per damage."""
     arm = run.arm
     assert run.damages, "no damage was done (every kind's test failed before its damage)"
     if arm.job is None or not arm.job.alive():
