@@ -109,9 +109,10 @@ def step_id(kind: str, stop: str) -> str:
     return kind if stop == "sigkill" else f"{kind}-after-graceful-stop"
 
 
-def running_job(stack, tmp_path_factory) -> Iterator[Run]:
-    """A module's `run` fixture: its hardened job started, its workload produced in the background."""
-    workload = WorkloadSpec(shape="zipf", keys=50, rate=100, duration_ms=900_000, seed=SEED)
+def running_job(stack, tmp_path_factory, seed: int = SEED, duration_ms: int = 900_000) -> Iterator[Run]:
+    """A module's `run` fixture: its hardened job started, its workload produced in the background (also
+    test_missing_partition's)."""
+    workload = WorkloadSpec(shape="zipf", keys=50, rate=100, duration_ms=duration_ms, seed=seed)
     arm = JobArm(stack, tmp_path_factory.mktemp("arm"), ArmConfig(profile="hardened", workload=workload, settings={
         "gap_ms": 3_000, "max_session_ms": 30_000, "watermark_ms": 2_000}))
     arm.create_topic()

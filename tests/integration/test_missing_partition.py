@@ -9,16 +9,15 @@ One stack, one hardened job and one workload. Local backend only. The job is sto
 """
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from chaos import checkpoint_tools
-from chaos.arm.job import ArmConfig, JobArm
-from chaos.workload import WorkloadSpec
+from chaos.arm.job import JobArm
 from infra.stack import Stack
+from tests.integration import checkpoint_damage_steps as steps
 
 pytestmark = [pytest.mark.integration, pytest.mark.backends("local")]
 
@@ -75,21 +74,12 @@ def _remove_partition(stack: Stack, arm: JobArm, partition: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def run(stack, tmp_path_factory):
-    workload = WorkloadSpec(shape="zipf", keys=50, rate=100, duration_ms=600_000, seed=SEED)
-    arm = JobArm(stack, tmp_path_factory.mktemp("arm"), ArmConfig(profile="hardened", workload=workload, settings={
-        "gap_ms": 3_000, "max_session_ms": 30_000, "watermark_ms": 2_000}))
-    arm.create_topic()
-    stop = threading.Event()
-    producer = threading.Thread(target=arm.produce, kwargs={"stop_event": stop}, daemon=True, name="producer")
-    producer.start()
-    arm.start_job()
+    job = steps.running_job(stack, tmp_path_factory, seed=SEED, duration_ms=600_000)
+    state = next(job)
     try:
-        yield arm, stop, producer
+        yield state.arm, state.stop, state.producer
     finally:
-        stop.set()
-        producer.join(60)
-        if arm.job is not None and arm.job.alive():
-            arm.job.stop(grace=10)
+        job.close()  # its own finally stops the producer and the job
 
 
 def test_a_partition_with_every_state_file_removed_is_rebuilt_from_kafka_and_nothing_is_lost(stack, run):
