@@ -1,10 +1,31 @@
-"""Free TCP ports on loopback, chosen at run time so two stacks on one machine never collide."""
+"""Free TCP ports on loopback, chosen at run time so two stacks on one machine never collide.
+
+They come from below the kernel's ephemeral range: a port the kernel hands out for `bind(0)` is one it also hands
+to outgoing connections, so between the choice and the server's bind any client (another lane's Kafka consumer, a
+proxy's upstream connection) could take it. That happened: a Spark worker of a two-lane smoke found its port taken,
+bound the next one, and never counted as ready (2026-11-28).
+"""
 from __future__ import annotations
 
+import random
 import socket
 from contextlib import ExitStack
+from pathlib import Path
 
 from .errors import InfraError
+
+LOWEST_PORT = 10_000  # above the well-known and registered ports most local services use
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def listening_range() -> tuple[int, int]:
+    """The ports to choose from: LOWEST_PORT up to the kernel's first ephemeral port (exclusive); the kernel's
+    default first port (32768) where the range cannot be read."""
+    try:
+        first = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first = 32_768
+    return LOWEST_PORT, max(first, LOWEST_PORT + 1_000)
 
 
 def free_ports(count: int, hosts: tuple[str, ...] = ("127.0.0.1",)) -> list[int]:
@@ -14,17 +35,18 @@ def free_ports(count: int, hosts: tuple[str, ...] = ("127.0.0.1",)) -> list[int]
     A port can still be taken between this call and the server's bind; callers fail with a clear error
     naming the component then.
     """
+    low, high = listening_range()
+    chooser = random.SystemRandom()  # two stacks starting together must not walk the same sequence
     ports: list[int] = []
     with ExitStack() as held:
         attempts = 0
         while len(ports) < count:
             attempts += 1
             if attempts > count * 50:
-                raise InfraError(f"could not find {count} free ports on {', '.join(hosts)}; free some ports")
-            first = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            first.bind((hosts[0], 0))
-            port = first.getsockname()[1]
-            if port in ports or not all(_bindable(host, port, held) for host in hosts[1:]):
+                raise InfraError(f"could not find {count} free ports on {', '.join(hosts)} in {low}-{high - 1}; "
+                                 "free some ports")
+            port = chooser.randrange(low, high)
+            if port in ports or not all(_bindable(host, port, held) for host in hosts):
                 continue
             ports.append(port)
     return ports

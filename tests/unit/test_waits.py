@@ -45,6 +45,17 @@ def test_free_ports_are_distinct_and_bindable_on_every_host():
                 probe.bind((host, port))
 
 
+def test_free_ports_lie_below_the_kernels_ephemeral_range_where_no_outgoing_connection_takes_them():
+    """A port from bind(0) is one an outgoing connection can take before the server binds it (a Spark worker of a
+    two-lane smoke lost its port that way): listening ports come from below the ephemeral range."""
+    from infra.ports import LOWEST_PORT, listening_range
+
+    low, high = listening_range()
+    first_ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    assert low == LOWEST_PORT and high <= max(first_ephemeral, LOWEST_PORT + 1_000)
+    assert all(low <= port < high for port in free_ports(40))
+
+
 def test_listening_sees_a_listener_and_its_absence():
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
