@@ -164,7 +164,7 @@ class ArmRun:
                 schedule.start(t0, faults, jitters)
                 clock = PhaseClock(ctx, schedule, self.remaining_after_s)
                 clock.run(t0)
-                if clock.ended_early or clock.recovered_early or schedule.saved_s > 0:
+                if clock.ended_early or clock.recovered_early or clock.exited_as_expected or schedule.saved_s > 0:
                     stop_producing.set()  # the rest of the planned workload would only be waited for
                 producer.join(timeout=300)
                 if not clock.ended_early:

@@ -1,8 +1,9 @@
 """The schedule of one arm's phases while the workload runs (chaos/run.py ArmRun starts it as the workload begins):
 
   FaultSchedule    a thread per fault: inject and heal at their times, or fire on the job's events (`on:`)
-  PhaseClock       the phase boundaries in the history, progress lines, and the two early ends: a control that
-                   reproduced its incident, a recover phase that has visibly recovered
+  PhaseClock       the phase boundaries in the history, progress lines, and the three early ends: a control that
+                   reproduced its incident, a recover phase that has visibly recovered, a job that ended by itself
+                   with the exit its targets expect
 
 and the rules they keep: when a control may end early (ends_early), how long a recover phase may wait for a late
 heal (recovery_window_end), when the job counts as recovered (recovered_since).
@@ -274,13 +275,14 @@ def recovered_since(ctx: ArmContext, since: float) -> bool:
 # -- the phase clock ---------------------------------------------------------------------------------------------
 class PhaseClock:
     """Phase boundaries into the history at their times, while the faults run; progress lines now and then. Ends
-    early when a control reproduced its incident (`ended_early`: no drain) or the recover phase visibly recovered
-    (`recovered_early`)."""
+    early when a control reproduced its incident (`ended_early`: no drain), the recover phase visibly recovered
+    (`recovered_early`), or the job ended by itself with the exit its targets expect (`exited_as_expected`)."""
 
     def __init__(self, ctx: ArmContext, faults: FaultSchedule, remaining_after_s: float = 0.0):
         self.ctx, self.faults, self.remaining_after_s = ctx, faults, remaining_after_s
         self.ended_early = False  # a control that showed its incident: no drain
         self.recovered_early = False  # the recover phase ended once recovery was seen
+        self.exited_as_expected = False  # the job ended by itself with the exit code its targets expect
         self.recovered_at: float | None = None  # when recovery was first seen (the still_healthy watch starts)
         self.t0 = 0.0
         self.phase: tuple[str, float, float] = ("steady", 0.0, ctx.phases.steady)  # (name, start, end) now
@@ -303,7 +305,7 @@ class PhaseClock:
             outcome = self._watch_until(self._mark_time(t0 + at, moves))
             if outcome is None and (name, boundary) == ("recover", "end"):
                 outcome = self._watch_past_late_heal()
-            if outcome == "reproduced":
+            if outcome in ("reproduced", "exited"):
                 self.faults.stop()
                 break
             if (name, boundary) == ("inject", "start"):
@@ -353,6 +355,11 @@ class PhaseClock:
             time.sleep(min(1.0, max(0.0, due() - time.monotonic())))
             now = time.monotonic()
             self.ctx.record_own_exit()
+            if self._exited_as_expected():
+                self.exited_as_expected = True
+                self.ctx.say("the job ended by itself with the exit its targets expect: nothing is left to watch, "
+                             "the arm stops here")
+                return "exited"
             if now - self.last_progress >= PROGRESS_EVERY_S:
                 self.last_progress = now
                 self.ctx.say(self._progress_line(now))
@@ -372,6 +379,16 @@ class PhaseClock:
                     self.ctx.say(f"recovered: the recover phase ends {due() - now:.0f} s before its bound")
                     return "recovered"
         return None
+
+    def _exited_as_expected(self) -> bool:
+        """The latest driver ended by itself with the code the arm's exit_code target names (a failure budget's
+        stop): with no job left and none to be restarted (a heal restarts only what its fault stopped), the rest of
+        the phases would only wait."""
+        expected = self.ctx.spec.arm(self.ctx.profile).targets.exit_code
+        if expected is None:
+            return False
+        job = self.ctx.arm.job
+        return job is not None and self.ctx.driver_ended_by_itself() and job.returncode == expected
 
     def _still_healthy_watch(self) -> float:
         """Seconds the recover phase goes on once recovery is seen, when the arm sets still_healthy: its samples

@@ -37,6 +37,10 @@ if TYPE_CHECKING:  # chaos/arm/schedule.py imports this module: the schedule run
 
 WARMUP_TIMEOUT_S = 240.0
 WARM_FAST_WAIT_S = 45.0  # after the first batch, how long the warm-up waits for a fast one (chaos.arm.steps.warm_up)
+# Batches after the first that show the job warm whatever they took: on two busy cores a warm job's batches take
+# 1.6-4.5 s (a smoke of 2026-11-28: the first 11-38 s, the next three within 1.3x of the steady ones after them), so
+# waiting for one under the bound spent 30-45 s per arm on a dip that may never come.
+WARM_SETTLED_BATCHES = 3
 ARM_OVERHEAD_S = 35.0  # job start and warm-up (~21-27 s with class-data archives), drain, stop, outputs
 
 
@@ -121,10 +125,13 @@ class ArmContext:
 
 
 # -- warm-up and workload ----------------------------------------------------------------------------------------
-def is_warm(batches: list[dict], warm_batch_ms: int) -> bool:
-    """A batch after the first (StreamingQueryProgress dicts, in order) took at most warm_batch_ms."""
+def is_warm(batches: list[dict], warm_batch_ms: int, settled: int = WARM_SETTLED_BATCHES) -> bool:
+    """A batch after the first (StreamingQueryProgress dicts, in order) took at most warm_batch_ms, or `settled`
+    batches after the first have completed (the start-up's cost is the first batch's: the later ones are the
+    job's steady pace on this machine, fast or not)."""
     durations = [b.get("durationMs", {}).get("triggerExecution") for b in batches[1:]]
-    return any(isinstance(d, int) and d <= warm_batch_ms for d in durations)
+    completed = [d for d in durations if isinstance(d, int)]
+    return len(completed) >= settled or any(d <= warm_batch_ms for d in completed)
 
 
 def warm_up(ctx: ArmContext) -> bool:
@@ -135,8 +142,9 @@ def warm_up(ctx: ArmContext) -> bool:
     for 3 rows and 4.7 s for 463, where a warm job takes well under a second): class loading, the state stores'
     first loads and uploads. A steady phase that began after the first batch judged those, not the job's steady
     state, and failed `progress` before any fault. So the warm-up goes on until a batch takes at most
-    `warm_batch_ms` (twice the trigger, at least 2 s), for at most WARM_FAST_WAIT_S more; past that the steady
-    phase starts anyway, and the warm-up says how long the last batch took."""
+    `warm_batch_ms` (twice the trigger, at least 2 s) or WARM_SETTLED_BATCHES batches after the first are done,
+    for at most WARM_FAST_WAIT_S more; past that the steady phase starts anyway, and the warm-up says how long the
+    last batch took."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": ctx.stack.info.kafka_internal_bootstrap, "log_level": 3})

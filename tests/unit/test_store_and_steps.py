@@ -56,7 +56,7 @@ class _SlowPhases:
 
 def test_the_phase_clock_marks_every_boundary_at_its_time():
     marks: list[tuple[str, str]] = []
-    targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=())
+    targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=(), exit_code=None)
     ctx = SimpleNamespace(
         phases=_Phases(), profile="hardened", say=lambda message: None, sampler=None, last_start=None,
         record_own_exit=lambda: None,
@@ -73,7 +73,7 @@ def test_the_phase_clock_marks_every_boundary_at_its_time():
 
 
 def _recovering_clock(extra: dict) -> PhaseClock:
-    targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=(), extra=extra)
+    targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=(), extra=extra, exit_code=None)
     ctx = SimpleNamespace(
         phases=_Phases(), profile="hardened", say=lambda message: None, sampler=None, last_start=None,
         record_own_exit=lambda: None,
@@ -83,6 +83,33 @@ def _recovering_clock(extra: dict) -> PhaseClock:
     clock.phase = ("recover", 0.0, 200.0)
     clock._recovered = lambda: True  # type: ignore[method-assign]  # recovery seen from the first look
     return clock
+
+
+def test_the_arm_stops_once_its_job_ended_by_itself_with_the_exit_its_targets_expect_and_not_otherwise():
+    """A failure budget's stop (exit 4, the arm's exit_code) leaves nothing to watch: the phases end there and the
+    faults are stopped. Any other exit goes on to the phases' end, where the exits check judges it."""
+    def clock_for(code: int, expected: int | None) -> tuple[PhaseClock, list]:
+        job = SimpleNamespace(returncode=code)
+        targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=(), exit_code=expected)
+        stopped: list = []
+        ctx = SimpleNamespace(
+            phases=_SlowPhases(), profile="hardened", say=lambda message: None, sampler=None, last_start=None,
+            record_own_exit=lambda: None, driver_ended_by_itself=lambda: True, arm=SimpleNamespace(job=job),
+            spec=SimpleNamespace(arm=lambda profile: SimpleNamespace(role="subject", targets=targets)),
+            history=SimpleNamespace(phase=lambda name, boundary: None), logs=SimpleNamespace(mark=lambda: None))
+        schedule = FaultSchedule(ctx)  # type: ignore[arg-type]
+        schedule.stop = lambda: stopped.append(True)  # type: ignore[method-assign]
+        return PhaseClock(ctx, schedule), stopped  # type: ignore[arg-type]
+
+    expected, stopped = clock_for(4, 4)
+    started = time.monotonic()
+    expected.run(started)
+    assert expected.exited_as_expected and stopped == [True] and time.monotonic() - started < 1.5
+    for code, target in ((7, 4), (4, None)):
+        other, stopped = clock_for(code, target)
+        started = time.monotonic()
+        other.run(started)
+        assert not other.exited_as_expected and not stopped and time.monotonic() - started >= 2.9, (code, target)
 
 
 def test_an_arm_with_still_healthy_watches_its_samples_after_recovery_before_the_phase_ends():
@@ -97,9 +124,10 @@ def test_an_arm_with_still_healthy_watches_its_samples_after_recovery_before_the
     assert plain_s < 1.5 and watched_s >= 2.0 and watched.recovered_at is not None, (plain_s, watched_s)
 
 
-def test_a_job_is_warm_once_a_batch_after_its_first_is_fast():
+def test_a_job_is_warm_once_a_batch_after_its_first_is_fast_or_three_have_settled():
     """chaos.arm.steps.is_warm: the first batch never counts (it carries the start-up), a later one must take at most
-    the bound; the durations are those measured on a fresh cluster stack (7.7 s, 3.1 s, 4.7 s, then warm)."""
+    the bound, or three after the first must be done; the durations are those measured on a fresh cluster stack
+    (7.7 s, 3.1 s, 4.7 s, then warm) and in a smoke's naive arm on two busy lanes (38.4 s, then 3.5-4.5 s)."""
     from chaos.arm.steps import is_warm
 
     def batch(ms: int | None) -> dict:
@@ -111,6 +139,9 @@ def test_a_job_is_warm_once_a_batch_after_its_first_is_fast():
     assert not is_warm([batch(7691), batch(None)], 2000)
     assert is_warm([batch(7691), batch(3069), batch(4707), batch(640)], 2000)
     assert is_warm([batch(7691), batch(2000)], 2000)
+    assert not is_warm([batch(38375), batch(4171), batch(3613)], 2000)  # two slow ones after the first: not yet
+    assert not is_warm([batch(38375), batch(4171), batch(None), batch(3613)], 2000)  # an unfinished one counts not
+    assert is_warm([batch(38375), batch(4171), batch(3613), batch(4523)], 2000)  # three done: the job's own pace
 
 
 class _Fault:
@@ -195,7 +226,7 @@ def test_after_a_compact_schedule_s_last_fault_the_inject_phase_ends_even_when_p
 
 def test_the_phase_marks_after_the_inject_start_move_up_by_what_the_schedule_saved():
     marks: list[tuple[str, str, float]] = []
-    targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=())
+    targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=(), exit_code=None)
     ctx = SimpleNamespace(
         phases=_SlowPhases(), profile="hardened", say=lambda message: None, sampler=None, last_start=None,
         record_own_exit=lambda: None,
