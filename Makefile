@@ -35,8 +35,9 @@ setup-containers: setup
 run: setup
 	$(BIN)/chaos run --backend local $(or $(RUN_ARGS),--suite nightly)
 
-# Two pytest sessions (tests/run_parts.py): the tests whose checks are outcomes two at a time, then those with timing
-# bounds (marked `alone`: the smoke, on two lanes as measured in docs/lab-notes.md "Lanes") with nothing beside them.
+# Two pytest sessions (tests/run_parts.py): the tests whose checks are outcomes three files at a time (SHARED_WORKERS),
+# then those with timing bounds (marked `alone`: the smoke, on two lanes as measured in docs/lab-notes.md "Lanes")
+# with nothing beside them.
 # PYTEST_ARGS go to both; `.venv/bin/python -m pytest` alone still runs everything in one session, one at a time.
 # The tests marked `slow` (a path another test covers too) are left out; `make test-all` runs them as well.
 test: setup

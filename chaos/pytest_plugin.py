@@ -8,7 +8,7 @@ Options:
   --chaos-lanes N   a suite's experiments side by side on N stacks (`chaos run --lanes N`; default: the suite's own)
   --chaos-part P    all (default); `alone`: only the items marked `alone` (their verdicts hold only with the
                     machine to themselves: timing bounds); `shared`: every other item. `make test` runs the shared
-                    part two tests at a time (pytest-xdist) and then the alone part by itself (tests/run_parts.py)
+                    part several test files at a time (pytest-xdist), then the alone part by itself (tests/run_parts.py)
 
 Fixtures:
   chaos_stack       a running stack (infra.stack.Stack) per test module, on the module's `backend` (a parameter

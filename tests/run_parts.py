@@ -1,8 +1,8 @@
 """`make test`'s pytest: the tests in two sessions, so the machine's two cores are used where that is safe.
 
-1. shared: every test not marked `alone`, two at a time (pytest-xdist `-n 2`). Unit tests, and integration tests
-   whose checks are outcomes (exactly once, a repair, a clean teardown), not timings: each starts its own stack on
-   its own ports, so two of them side by side share nothing but the CPU.
+1. shared: every test not marked `alone`, SHARED_WORKERS test files at a time (pytest-xdist `-n`). Unit tests, and
+   integration tests whose checks are outcomes (exactly once, a repair, a clean teardown), not timings: each starts
+   its own stack on its own ports, so several side by side share nothing but the CPU and memory.
 2. alone: the tests marked `alone`, whose verdicts carry timing bounds (the smoke's recoveries, a target run's
    recovery), with nothing beside them; the smoke on the lanes its suite file names (experiments/suites/smoke.yaml).
 
@@ -23,9 +23,16 @@ import sys
 
 NOTHING_SELECTED = 5
 INTERRUPTED = 2
+# Test files the shared session runs at once. Its integration tests mostly wait (for Spark batches, fault windows, a
+# restart): two workers kept ~1.2 of the 2 cores busy (`time make test` on 9914a1f: 42 CPU-minutes in 32.4), about
+# 0.6 a worker, so three fill the cores. A fourth would ask for ~2.4: the session cannot end sooner than its
+# CPU-seconds over 2 cores, and every test's waits would stretch against its timeouts. (`-n 3` measured slower than
+# `-n 2` on 2026-11-27, when xdist still handed the long one-test modules out last: docs/lab-notes.md.) Memory is no
+# bound: a stack is 855 MiB resident idle (docs/figures.md) plus a job's driver and executor (1 GiB heap each).
+SHARED_WORKERS = 3
 # loadfile: a module's tests in one worker, so a module-scoped stack (and a module's steps in order) is set up once;
 # in the order the workers collected them, longest first (tests/module_order.py), not reordered by their test counts.
-PARTS = (("shared", ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]), ("alone", []))
+PARTS = (("shared", ["-n", str(SHARED_WORKERS), "--dist", "loadfile", "--no-loadscope-reorder"]), ("alone", []))
 
 
 def run_part(part: str, options: list[str], args: list[str]) -> tuple[int, bool]:

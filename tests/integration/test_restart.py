@@ -88,7 +88,10 @@ def test_spark_worker_restart_registers_again(stack):
 
 
 def test_executors_descend_from_the_worker_pid(stack):
-    """chaos/faults/process.py finds executors as descendants of the worker's host pid: that holds on every backend."""
+    """chaos/faults/process.py finds executors as descendants of the worker's host pid: that holds on every backend.
+
+    The probe query is stopped once its executor is found: that the same probe runs to its end on every backend (its
+    rows counted, its checkpoint on s3a://) is test_stack.py's `chaos stack smoke` test."""
     worker = stack.handles["spark-worker"]
     assert isinstance(worker.pid, int) and worker.pid > 1
     topic = smoke.check_kafka_roundtrip(stack)["topic"]
@@ -99,9 +102,9 @@ def test_executors_descend_from_the_worker_pid(stack):
         while not found and probe.alive() and time.monotonic() < deadline:
             found = executor_pids(worker.pid)
             time.sleep(0.2)
-        code = probe.wait(timeout=300)
+        ended = None if probe.alive() else probe.returncode
     finally:
         if probe.alive():
             probe.stop()
-    assert found, f"no executor found under the worker's pid {worker.pid}; see {probe.log_path}"
-    assert code == 0, f"probe failed; see {probe.log_path}"
+    assert found, (f"no executor found under the worker's pid {worker.pid}"
+                   f"{'' if ended is None else f' (the probe ended first, exit {ended})'}; see {probe.log_path}")

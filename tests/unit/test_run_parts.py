@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from tests import conftest
 from tests.module_order import COSTS_S, DEFAULT_INTEGRATION_S, longest_first
-from tests.run_parts import NOTHING_SELECTED, PARTS, combined
+from tests.run_parts import NOTHING_SELECTED, PARTS, SHARED_WORKERS, combined
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,12 +32,27 @@ def test_the_alone_part_is_the_timing_bound_tests_and_the_shared_part_the_rest()
     assert collected("--chaos-part", "shared", "tests/integration/test_experiments.py") == []
 
 
+# The tests `make test` leaves to `make test-all`; beside each mark: the test of `make test` that covers its path.
+SLOW = [
+    "tests/integration/test_checkpoint_damage_state.py::"
+    "test_the_job_repairs_damage_to_each_kind_of_checkpoint_file_and_commits_again[local-changelog]",
+    "tests/integration/test_interrupts.py::"
+    "test_sigint_at_any_moment_heals_stops_everything_and_marks_the_run_interrupted[local-recover]",
+    "tests/integration/test_interrupts.py::"
+    "test_sigint_at_any_moment_heals_stops_everything_and_marks_the_run_interrupted[local-steady]",
+    "tests/integration/test_job.py::test_clean_run_is_exactly_once[local-naive]",
+    "tests/integration/test_reliability.py::test_two_runs_at_once_share_nothing_and_both_judge_correctly",
+]
+
+
 def test_make_test_leaves_out_the_slow_tests_and_make_test_all_runs_them():
-    interrupts = ["--backend", "local", "tests/integration/test_interrupts.py"]
-    every, kept = collected(*interrupts), collected("--deselect-slow", *interrupts)
-    slow = sorted(set(every) - set(kept))
-    assert [item.rsplit("[", 1)[1] for item in slow] == ["local-recover]", "local-steady]"]
-    assert any(item.endswith("[local-fault]") for item in kept)
+    files = ["--backend", "local", *sorted({item.split("::")[0] for item in SLOW})]
+    every, kept = collected(*files), collected("--deselect-slow", *files)
+    assert sorted(set(every) - set(kept)) == SLOW
+    assert set(kept) <= set(every)
+    for neighbour in ("[local-fault]", "[local-hardened]", "[local-zip]", "[local-sst]", "[local-state_metadata]",
+                      "test_a_run_killed_with_sigkill_is_cleaned_up_by_chaos_clean"):
+        assert any(item.endswith(neighbour) for item in kept), neighbour
     makefile = (ROOT / "Makefile").read_text()
     test, test_all = (re.search(rf"^{target}:.*\n(\t.*\n)+", makefile, re.M).group(0)
                       for target in ("test", "test-all"))
@@ -56,8 +71,8 @@ def test_the_shared_part_hands_out_modules_longest_first_each_module_whole_and_i
     nodeids = ["tests/unit/test_spec.py::a", "tests/unit/test_spec.py::b", "tests/integration/test_new.py::a",
                "tests/integration/test_lifecycle.py::a", "tests/integration/test_interrupts.py::fault",
                "tests/integration/test_interrupts.py::judging", "tests/unit/test_oracle.py::a"]
-    expected = ["tests/integration/test_interrupts.py::fault", "tests/integration/test_interrupts.py::judging",
-                "tests/integration/test_lifecycle.py::a", "tests/integration/test_new.py::a",
+    expected = ["tests/integration/test_lifecycle.py::a", "tests/integration/test_interrupts.py::fault",
+                "tests/integration/test_interrupts.py::judging", "tests/integration/test_new.py::a",
                 "tests/unit/test_spec.py::a", "tests/unit/test_spec.py::b", "tests/unit/test_oracle.py::a"]
     assert [item.nodeid for item in longest_first([SimpleNamespace(nodeid=n) for n in nodeids])] == expected
     # tests/conftest.py orders an xdist worker's collection so (the order the scheduler hands units out in), and
@@ -67,7 +82,9 @@ def test_the_shared_part_hands_out_modules_longest_first_each_module_whole_and_i
         items = [SimpleNamespace(nodeid=n, get_closest_marker=lambda name: None) for n in nodeids]
         conftest.pytest_collection_modifyitems(config, items)
         assert [item.nodeid for item in items] == wanted
-    assert COSTS_S["tests/integration/test_lifecycle.py"] > DEFAULT_INTEGRATION_S  # the order above needs it
+    # the order above needs it
+    assert COSTS_S["tests/integration/test_lifecycle.py"] > COSTS_S["tests/integration/test_interrupts.py"] \
+        > DEFAULT_INTEGRATION_S
     assert [path for path in COSTS_S if not (ROOT / path).is_file()] == [], "costs of modules that are gone"
 
 
@@ -89,19 +106,20 @@ class _Worker:
 
 
 def _handed_out(reorder: bool, collection: list[str]) -> list[str]:
-    """The modules pytest-xdist's loadfile scheduler hands two workers, in the order it hands them out, each worker
-    finishing a test at a time in turn."""
+    """The modules pytest-xdist's loadfile scheduler hands the shared part's workers, in the order it hands them out,
+    each worker finishing a test at a time in turn."""
     from xdist.scheduler.loadfile import LoadFileScheduling
 
-    config = SimpleNamespace(getvalue=lambda name: ["2*popen"], option=SimpleNamespace(loadscopereorder=reorder))
+    config = SimpleNamespace(getvalue=lambda name: [f"{SHARED_WORKERS}*popen"],
+                             option=SimpleNamespace(loadscopereorder=reorder))
     scheduler = LoadFileScheduling(config)  # type: ignore[arg-type]
     handed: list[int] = []
-    workers = [_Worker("gw0", handed), _Worker("gw1", handed)]
+    workers = [_Worker(f"gw{n}", handed) for n in range(SHARED_WORKERS)]
     for worker in workers:
         scheduler.add_node(worker)  # type: ignore[arg-type]
         scheduler.add_node_collection(worker, collection)  # type: ignore[arg-type]
     scheduler.schedule()
-    done = [0, 0]
+    done = [0] * len(workers)
     while any(done[n] < len(worker.sent) for n, worker in enumerate(workers)):
         for n, worker in enumerate(workers):
             if done[n] < len(worker.sent):
@@ -109,6 +127,13 @@ def _handed_out(reorder: bool, collection: list[str]) -> list[str]:
                 done[n] += 1
     assert sorted(handed) == list(range(len(collection)))  # every test handed out once
     return list(dict.fromkeys(collection[i].split("::")[0] for i in handed))
+
+
+def test_the_shared_part_runs_its_workers_files_at_a_time():
+    shared = dict(PARTS)["shared"]
+    assert shared[shared.index("-n") + 1] == str(SHARED_WORKERS) and SHARED_WORKERS >= 2
+    assert shared[shared.index("--dist") + 1] == "loadfile"
+    assert "-n" not in dict(PARTS)["alone"]
 
 
 def test_xdist_hands_out_modules_in_the_collections_order_only_without_its_reorder():
