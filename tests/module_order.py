@@ -26,6 +26,7 @@ COSTS_S = {
     "tests/integration/test_missing_partition.py": 140,
     "tests/integration/test_interrupts.py": 135,
     "tests/integration/test_hardening.py": 110,
+    "tests/integration/test_targets.py": 110,  # in the alone session until its bound was made loose (issue 39)
     "tests/integration/test_restart.py": 90,
     "tests/integration/test_stack.py": 90,
     "tests/integration/test_cluster.py": 60,

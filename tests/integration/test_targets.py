@@ -23,7 +23,9 @@ from infra.ports import listening
 from tests.integration.test_reliability import wait_for
 from tests.leftovers import pids_of, ports_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.alone]  # a recovery bound (target-kafka-down)
+# Shared, not alone: what this judges is the target's plumbing (TLS, SASL, proxies, hooks), so its recovery bound is
+# a loose "it came back" (60 s), not a figure of the job's, and holds beside other tests.
+pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,8 +47,9 @@ faults:
   - {fault: process.kill, target: broker, at: 16s, duration: 10s}
 arms:
   hardened:
-    # grouped: the broker is killed 4 s after the proxy heals, sooner than a recovery can be seen (issue 36)
-    targets: {exit_code: 0, progress: true, recovery: {within: 25s, lag_below: 5s, healthy_samples: 3, grouped: true},
+    # grouped: the broker is killed 4 s after the proxy heals, sooner than a recovery can be seen (issue 36); 60 s:
+    # the broker's restart and the job's catch-up beside the shared session's other stacks, not a timing target
+    targets: {exit_code: 0, progress: true, recovery: {within: 60s, lag_below: 5s, healthy_samples: 3, grouped: true},
               lost: 0, duplicated: 0}
 """
 NO_HOOK_RUN = """
