@@ -70,6 +70,7 @@ from .model import (
     Targets,
     Workload,
 )
+from .order import check_one_after_another, check_spacing
 from .targets import TARGET_PARAMS
 
 # -- sections ------------------------------------------------------------------------------------------------
@@ -526,9 +527,10 @@ def parse_experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
     arms = tuple(_with_rate(_arm(profile, raw_arms[profile], ("arms", profile), probes, phases, faults), rate)
                  for profile in ARM_PROFILES if profile in raw_arms)
     _check_overlaps(faults, arms)
+    check_spacing(faults, arms)
     schedule = choice(top.get("schedule", "fixed"), ("schedule",), SCHEDULES)
     if schedule == "compact":
-        _check_one_after_another(faults, arms)
+        check_one_after_another(faults, arms)
     return ExperimentSpec(
         source=source, scale=scale, name=name,
         description=nonempty_text(top["description"], ("description",)),
@@ -544,24 +546,6 @@ def parse_experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
         topology=topology,
         schedule=schedule,
     )
-
-
-def _check_one_after_another(faults: tuple[Fault, ...], arms: tuple[Arm, ...]) -> None:
-    """`schedule: compact` moves each window up to the end of the one before: that needs each arm's windows in
-    order, none starting before the previous has ended, and no workload-shaping fault (its data is planned ahead
-    at fixed times)."""
-    for i, fault in enumerate(faults):
-        if fault_registry.FAULTS[fault.fault].shapes_workload:
-            raise Invalid(("faults", str(i), "fault"), f"{fault.fault} shapes the workload, which is planned at fixed "
-                          "times, and the schedule is compact", "schedule: fixed, or no fault that shapes the workload")
-    for arm in arms:
-        indices = list(arm.faults if arm.faults is not None else range(len(faults)))
-        for before, after in zip(indices, indices[1:]):
-            if faults[after].at < faults[before].latest_end:
-                raise Invalid(("faults", str(after), "at"), f"starts at {fmt_seconds(faults[after].at)}, before "
-                              f"faults.{before} can have ended ({fmt_seconds(faults[before].latest_end)}), and the "
-                              f"schedule is compact (arm {arm.profile})", "windows one after another, in order; "
-                              "or schedule: fixed")
 
 
 def _check_topology(faults: tuple[Fault, ...], topology: str) -> None:

@@ -48,7 +48,9 @@ arms:
 {naive}
 {top}
 """
-HARDENED = "    targets: {progress: true, recovery: {within: 10s, lag_below: 1000}, lost: 0, duplicated: 0}"
+# grouped: the two faults come closer than a recovery judged alone could be seen (chaos/spec/order.py)
+HARDENED = ("    targets: {progress: true, recovery: {within: 10s, lag_below: 1000, grouped: true}, lost: 0, "
+            "duplicated: 0}")
 NAIVE = "    targets: {logs: {expected: [boom]}}"
 
 
@@ -176,7 +178,8 @@ def test_a_control_that_ran_a_fault_the_hardened_arm_never_did_is_not_judged(tmp
 def test_a_control_that_stopped_early_is_not_judged_on_what_it_did_not_reach(tmp_path):
     """A control stopped once it showed its incident (chaos/run.py ends_early): its history ends in the inject
     phase, unhealed and undrained."""
-    spec = spec_of(tmp_path, hardened="    targets: {progress: true, recovery: {within: 10s, lag_below: 1000}, "
+    spec = spec_of(tmp_path, hardened="    targets: {progress: true, "
+                                      "recovery: {within: 10s, lag_below: 1000, grouped: true}, "
                                       "lost: 0, logs: {forbidden: [boom]}}")
     records = history(tmp_path, metrics=recovering, end=30.0, faults=[("network.down", "kafka", 25.0, None)],
                       extra=[_log(27, "boom", "ERROR boom: state lost")])
@@ -207,7 +210,7 @@ def test_a_phase_stuck_from_start_to_end_fails_even_when_the_history_stops_later
 def test_not_recovered_counts_only_when_the_control_was_watched_past_the_bound(tmp_path):
     def never(t):
         return {**recovering(t), "lag": 5000}
-    spec = spec_of(tmp_path, hardened="    targets: {recovery: {within: 10s, lag_below: 1000}}")
+    spec = spec_of(tmp_path, hardened="    targets: {recovery: {within: 10s, lag_below: 1000, grouped: true}}")
     watched = discriminate(history(tmp_path, metrics=never), spec)  # healed at 35, samples to 59.5
     assert_checks(watched["checks"], {"recovery": "FAILED"})
     short = discriminate(history(tmp_path, metrics=never, faults=[("network.down", "kafka", 25.0, 39.0)],

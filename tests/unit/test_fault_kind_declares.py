@@ -64,6 +64,7 @@ def _doc(name: str = "t-spec", wobble: bool = True, topology: str = "cluster", r
     doc["name"], doc["topology"] = name, topology
     if wobble:
         doc["faults"].append({"fault": WOBBLE, "at": "6s", "duration": "5s"})
+        doc["arms"]["hardened"]["targets"]["recovery"]["grouped"] = True  # 1 s after the outage: closer than a recovery
     if refused:
         doc["arms"]["hardened"]["targets"]["refused_within"] = "5s"
     return doc

@@ -64,8 +64,10 @@ def test_every_experiment_round_trips_through_spec_json(path, scale):
     try:
         spec = load_experiment(path, scale)
     except SpecError as exc:
-        # At full length every experiment is valid; shortened, a recovery target may no longer fit (by design).
-        assert scale != 1.0 and ": arms.hardened.targets.recovery.within: " in str(exc), exc
+        # At full length every experiment is valid; shortened, a recovery target may no longer fit, nor faults spaced
+        # for recoveries judged alone (by design: targets are not scaled).
+        assert scale != 1.0 and (": arms.hardened.targets.recovery.within: " in str(exc)
+                                 or "judges each alone" in str(exc) or "judges each disruption alone" in str(exc)), exc
         return
     stored = json.loads(json.dumps(spec.to_dict()))
     again = ExperimentSpec.from_dict(stored)
@@ -504,8 +506,10 @@ def test_an_experiments_readme_documents_every_field():
 
 
 def _with_s3_latency(at: str, duration: str) -> dict:
-    """The base spec with a second fault: latency on s3."""
+    """The base spec with a second fault: latency on s3 (the hardened recovery grouped: the faults come closer than
+    its window)."""
     doc = base()
+    doc["arms"]["hardened"]["targets"]["recovery"]["grouped"] = True
     doc["faults"].append({"fault": "network.latency", "target": "s3", "at": at, "duration": duration,
                           "params": {"latency": "100ms"}})
     return doc
@@ -722,6 +726,7 @@ def test_a_triggered_kill_may_keep_its_server_lost_until_the_heal(tmp_path):
     # for the window, where `restart: at_once` would bring it back at once
     doc = base()
     doc["topology"] = "cluster"
+    doc["arms"]["hardened"]["targets"]["recovery"]["grouped"] = True  # the kill comes 1 s after the outage heals
     doc["faults"].append({"fault": "process.kill", "target": "broker", "at": "6s", "duration": "10s",
                           "params": {"broker": "leader", "restart": "at_heal"}, "on": {"event": "offsets_written"}})
     spec = load_experiment(write(tmp_path, doc))
@@ -767,3 +772,40 @@ def test_chaos_run_takes_the_suites_lanes_unless_the_command_line_says(monkeypat
     runs.run([], "smoke", None, "local", None, None, [], lanes=1)
     runs.run(["checkpoint-commit-budget"], None, None, "local", None, None, [])
     assert seen == [load_suite(ROOT / "experiments" / "suites" / "smoke.yaml").lanes, 1, 1]
+
+
+def test_faults_an_arm_judges_alone_are_spaced_for_its_recovery(tmp_path):
+    """Without `grouped`, each disruption is watched only until the next fault begins: a fault must begin at least
+    within + healthy_samples (5 s + 3 samples here) after the one before it ends, and act no more often than that."""
+    def load(second: dict, grouped: bool = False):
+        doc = base()
+        doc["phases"]["inject"] = "40s"
+        doc["faults"].append(second)
+        doc["arms"]["hardened"]["targets"]["recovery"]["grouped"] = grouped
+        return load_experiment(write(tmp_path, doc))
+
+    latency = {"fault": "network.latency", "target": "s3", "duration": "2s", "params": {"latency": "100ms"}}
+    with pytest.raises(SpecError, match=r"faults.1.at: starts 7.9s after faults.0's window ends, sooner than "
+                                        r"recovery's 8s, and arm hardened judges each disruption alone; allowed: "
+                                        r"faults at least 8s apart \(recovery within 5s \+ 3 samples\), or grouped: "
+                                        r"true in arms.hardened.targets.recovery"):
+        load({**latency, "at": "12.9s"})
+    assert load({**latency, "at": "13s"}).faults[1].at == 13.0
+    assert load({**latency, "at": "6s"}, grouped=True).arm("hardened").targets.recovery.grouped
+    # lasting faults that overlap act together: one disruption, at the last heal
+    assert load({**latency, "at": "2s"}).faults[1].at == 2.0
+    # a kill inside the outage counts from its heal; one that may land after the heal does not
+    kill = {"fault": "process.kill", "target": "job-driver", "duration": "2s"}
+    assert load({**kill, "at": "1s"}).faults[1].at == 1.0
+    with pytest.raises(SpecError, match=r"faults.1.at: acts within faults.0's window, outside any lasting fault, "
+                                        r"and arm hardened judges each disruption alone"):
+        load({**kill, "at": "4s"})
+    # a fault that acts more than once: at an interval at least the window, never on events
+    with pytest.raises(SpecError, match=r"faults.1.params.interval: acts every 7s, sooner than recovery's 8s"):
+        load({**kill, "at": "13s", "duration": "20s", "params": {"count": 2, "interval": "7s"}})
+    assert load({**kill, "at": "13s", "duration": "20s", "params": {"count": 2, "interval": "8s"}}).faults[1]
+    with pytest.raises(SpecError, match=r"faults.1.params.count: 2 firings on the job's events may come closer "
+                                        r"than recovery's 8s, and arm hardened judges each alone"):
+        load({**kill, "at": "13s", "duration": "20s", "params": {"count": 2}, "on": {"event": "first_batch"}})
+    assert load({**kill, "at": "13s", "duration": "20s", "params": {"count": 2}, "on": {"event": "first_batch"}},
+                grouped=True).faults[1].on is not None

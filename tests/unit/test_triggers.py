@@ -81,6 +81,7 @@ def _with_on(tmp_path, on: object, fault: dict | None = None):
     doc = base()
     doc["faults"] = [{**(fault or {"fault": "process.kill", "target": "job-driver", "params": {"count": 2}}),
                       "on": on}]
+    doc["arms"]["hardened"]["targets"]["recovery"]["grouped"] = True  # two kills on events: closer than a recovery
     return load_experiment(write(tmp_path, doc))
 
 
