@@ -105,9 +105,10 @@ def test_a_number_the_arm_did_not_measure_is_no_property(tmp_path):
 
 
 def test_k_on_an_experiment_runs_its_arms_as_the_suite_does_in_one_run(tmp_path):
-    done, runs, _junit = _pytest(tmp_path, "-k", "hot-key-session-growth or corrupted-sst/naive")
+    done, runs, _junit = _pytest(tmp_path, "-k", "hot-key-session-growth or checkpoint-collision/hardened")
     assert done.returncode == 0, done.stdout
-    assert [_option(run, "--only") for run in runs] == ["corrupted-sst/naive,hot-key-session-growth"]
+    # the collision runs one arm in the smoke: its only arm selected is the whole experiment
+    assert [_option(run, "--only") for run in runs] == ["checkpoint-collision,hot-key-session-growth"]
     assert "3 passed" in done.stdout
 
 
@@ -120,7 +121,7 @@ def test_no_selection_runs_the_whole_suite_once_and_a_failing_arm_says_why(tmp_p
 
 @pytest.mark.parametrize("selection, only, outcome", [
     ("whole_suite", None, "1 passed"),                                 # a whole-suite check alone: the whole suite
-    ("whole_suite or corrupted-sst/naive", "corrupted-sst/naive", "1 passed, 1 skipped"),  # a part: it skips
+    ("whole_suite or hot-key-session-growth/naive", "hot-key-session-growth/naive", "1 passed, 1 skipped"),  # a part
 ])
 def test_whole_suite_checks_get_the_whole_suite_or_skip(tmp_path, selection, only, outcome):
     done, runs, _junit = _pytest(tmp_path, "-k", selection, "-rs")

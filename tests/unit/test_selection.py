@@ -25,14 +25,14 @@ def test_parse_only():
 
 def test_a_subset_keeps_the_suite_entries_as_they_are(smoke):
     by_name = {spec.name: spec for spec in smoke}
-    picked = select(smoke, parse_only("corrupted-sst/naive,checkpoint-collision"))
+    picked = select(smoke, parse_only("hot-key-session-growth/naive,checkpoint-collision"))
     # the suite's order, not the option's; each spec is the suite's (its scale and overrides), fewer arms at most
-    assert [spec.name for spec in picked] == ["checkpoint-collision", "corrupted-sst"]
+    assert [spec.name for spec in picked] == ["checkpoint-collision", "hot-key-session-growth"]
     assert picked[0] is by_name["checkpoint-collision"]
     assert [a.profile for a in picked[1].arms] == ["naive"]
-    assert picked[1].scale == by_name["corrupted-sst"].scale == 0.5
-    assert picked[1].phases == by_name["corrupted-sst"].phases
-    assert picked[1].arms[0] == by_name["corrupted-sst"].arms[1]
+    assert picked[1].scale == by_name["hot-key-session-growth"].scale == 0.4
+    assert picked[1].phases == by_name["hot-key-session-growth"].phases
+    assert picked[1].arms[0] == by_name["hot-key-session-growth"].arms[1]
 
 
 def test_an_arm_and_its_whole_experiment_is_the_whole_experiment(smoke):
