@@ -69,8 +69,8 @@ class SecondDeployment(BaseFault):
         progress = self.ctx.arm.second_progress_path
         seen = _batches(progress)
         first.signal(signal.SIGSTOP)
-        history.job("paused", "job-driver", pid=first.pid, cause="the second deployment was not refused")
-        try:
+        try:  # whatever happens here, the first is continued
+            history.job("paused", "job-driver", pid=first.pid, cause="the second deployment was not refused")
             while second.alive() and _batches(progress) <= seen:
                 if self._resume.wait(self.POLL_S) or self.stop.is_set():
                     break
