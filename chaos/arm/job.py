@@ -118,6 +118,11 @@ class JobArm:
         return self.dir / "progress.jsonl"
 
     @property
+    def second_progress_path(self) -> Path:
+        """The progress file of every second deployment of this arm (one after another, appended)."""
+        return self.dir / "progress-second.jsonl"
+
+    @property
     def checkpoint_prefix(self) -> str:
         """Where this deployment's checkpoint lives in the bucket (job.settings.Settings.checkpoint_suffix)."""
         return f"{self.state.deployment}/checkpoint"
@@ -150,7 +155,7 @@ class JobArm:
         config = dataclasses.replace(self.config, settings=settings)
         args = ["--profile", self.config.profile, "--topic", self.state.topic,
                 "--deployment", f"{self.state.deployment}-second",
-                "--progress-file", str(self.dir / "progress-second.jsonl"), *config.job_args()]
+                "--progress-file", str(self.second_progress_path), *config.job_args()]
         self._second_starts += 1  # one log per second deployment, so each window's lines can be told apart
         self.second = launch_driver(self.stack, f"job-{self.state.deployment}-second-{self._second_starts}", "job",
                                     args)

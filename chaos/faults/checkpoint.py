@@ -8,9 +8,11 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import checkpoint_damage
+from ..outputs import read_progress
 from ..spec.fields import EPSILON, Invalid, fmt_seconds
 from .base import JOB_EXIT_REFUSED, BaseFault, FaultError, FaultKind, Needs, Param, job_line, params
 
@@ -21,7 +23,17 @@ if TYPE_CHECKING:
 class SecondDeployment(BaseFault):
     """Another deployment of the job on the same checkpoint. simultaneous: the first is restarted at the
     moment the second starts (two deployments rolled out at once); staggered: the first keeps running and the
-    second starts `stagger` into the fault (a second deployment started later by mistake)."""
+    second starts `stagger` into the fault (a second deployment started later by mistake).
+
+    `pause_first_after`: a second deployment still running that long after its start was not refused, and the
+    first deployment's driver is then paused (SIGSTOP) until the second has completed a batch on the checkpoint
+    (or ended, or the fault heals), then continued. Spark lets whichever query writes a log entry first go on and
+    fails the other at its next one (CONCURRENT_STREAM_LOG_UPDATE); left alone, the running deployment wins that
+    race against one still starting, so the second is the one Spark stops. Paused, the first wakes up behind a
+    deployment that took its checkpoint over (as after a long GC pause or a frozen host), and is the one stopped.
+    A second deployment refused before then (a lease) pauses nothing."""
+
+    POLL_S = 0.5
 
     def inject(self) -> None:
         arm, history = self.ctx.arm, self.ctx.history
@@ -35,6 +47,10 @@ class SecondDeployment(BaseFault):
                     log=str(self.second.log_path.relative_to(self.ctx.stack.run_dir)))
         self._watch = threading.Thread(target=self._watch_second, name="second-deployment", daemon=True)
         self._watch.start()
+        if self.params.get("pause_first_after") is not None:
+            self._resume = threading.Event()
+            self._pauser = threading.Thread(target=self._pause_first, name="pause-first", daemon=True)
+            self._pauser.start()
 
     def _watch_second(self) -> None:
         code = self.second.wait(None)
@@ -43,18 +59,47 @@ class SecondDeployment(BaseFault):
         else:
             self.ctx.history.job("exited", "second-deployment", code=code)
 
+    def _pause_first(self) -> None:
+        second, history = self.second, self.ctx.history
+        if second.wait(self.params["pause_first_after"]) is not None or self.stop.is_set() or self._resume.is_set():
+            return  # refused (or ended) in time: it took nothing over
+        first = self.ctx.arm.job
+        if first is None or not first.alive():
+            return  # the first ended before (Spark stopped it in an earlier window): nothing to pause
+        progress = self.ctx.arm.second_progress_path
+        seen = _batches(progress)
+        first.signal(signal.SIGSTOP)
+        try:  # whatever happens here, the first is continued
+            history.job("paused", "job-driver", pid=first.pid, cause="the second deployment was not refused")
+            while second.alive() and _batches(progress) <= seen:
+                if self._resume.wait(self.POLL_S) or self.stop.is_set():
+                    break
+        finally:
+            first.signal(signal.SIGCONT)
+            history.job("continued", "job-driver", pid=first.pid,
+                        cause=f"the second deployment completed {_batches(progress) - seen} batch(es)")
+
     @property
     def spent(self) -> bool:
         second = getattr(self, "second", None)
         return second is not None and not second.alive()  # refused (or failed) and gone
 
     def heal(self) -> None:
+        pauser = getattr(self, "_pauser", None)
+        if pauser is not None:  # the first deployment is continued before the second stops
+            self._resume.set()
+            pauser.join()
         second = getattr(self, "second", None)
         if second is not None and second.alive():
             second.signal_leader(signal.SIGTERM)  # a graceful stop first: the driver stops its query and Spark
             if second.wait(20) is None:
                 second.stop(grace=10)
         self.bring_back()
+
+
+def _batches(progress: Path) -> int:
+    """Batches the second deployments completed so far (each progress line is written after the batch's commit)."""
+    return sum(1 for record in read_progress(progress) if record.get("event") == "progress")
 
 
 def _validate_second_deployment(fault: Fault, path: tuple[str, ...]) -> None:
@@ -69,6 +114,12 @@ def _validate_second_deployment(fault: Fault, path: tuple[str, ...]) -> None:
         if p["stagger"] >= fault.duration - EPSILON:
             raise Invalid(ppath + ("stagger",), f"{fmt_seconds(p['stagger'])} is not shorter than the fault "
                           f"({fmt_seconds(fault.duration)}; stagger is not scaled)", "stagger < duration")
+    after = p.get("pause_first_after")
+    if after is not None and (p["stagger"] or 0.0) + after >= fault.duration - EPSILON:
+        start = f"stagger {fmt_seconds(p['stagger'])} + " if p["stagger"] else ""
+        raise Invalid(ppath + ("pause_first_after",), f"{start}{fmt_seconds(after)} is not shorter than the fault "
+                      f"({fmt_seconds(fault.duration)}; neither is scaled): the first would never be paused",
+                      "stagger + pause_first_after < duration")
 
 
 class CorruptCheckpoint(BaseFault):
@@ -155,6 +206,10 @@ KINDS = (
                              "keeps running and the second starts `stagger` into the fault", required=True,
                              choices=("simultaneous", "staggered")),
                   stagger=Param("duration", "delay of the second start (staggered only)", minimum=0.001),
+                  pause_first_after=Param("duration", "if the second is still running this long after its "
+                                          "start (not refused), the first deployment's driver is paused until the "
+                                          "second has completed a batch, then continued (default: never paused)",
+                                          minimum=0.001),
               ), implementation=SecondDeployment, validate=_validate_second_deployment, restarts_processes=True,
               starts_deployment=True),
     FaultKind("checkpoint.corrupt", "a checkpoint file is damaged while the job is down (stopped, or killed at a "

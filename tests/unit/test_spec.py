@@ -217,6 +217,16 @@ CORPUS = [
                                                  "params": {"mode": "staggered"}}),
      "faults.1.params.stagger: missing; allowed: a duration: how long after the first deployment restarts the "
      "second one starts"),
+    ("second deployment's pause after its window", _append_fault(
+        {"fault": "checkpoint.second_deployment", "at": "6s", "duration": "10s",
+         "params": {"mode": "staggered", "stagger": "5s", "pause_first_after": "5s"}}),
+     "faults.1.params.pause_first_after: stagger 5s + 5s is not shorter than the fault (10s; neither is scaled): the "
+     "first would never be paused; allowed: stagger + pause_first_after < duration"),
+    ("simultaneous second deployment's pause after its window", _append_fault(
+        {"fault": "checkpoint.second_deployment", "at": "6s", "duration": "10s",
+         "params": {"mode": "simultaneous", "pause_first_after": "10s"}}),
+     "faults.1.params.pause_first_after: 10s is not shorter than the fault (10s; neither is scaled): the first "
+     "would never be paused; allowed: stagger + pause_first_after < duration"),
     ("expect on a hardened arm", _set("arms", "hardened", "expect", "survives"),
      "arms.hardened.expect: only a control arm has an expectation (hardened is the subject); allowed: expect under "
      "arms.naive only"),
