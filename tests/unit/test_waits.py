@@ -1,12 +1,13 @@
 """Wait strategies and port selection: the pure parts of starting components."""
 from __future__ import annotations
 
+import os
 import socket
 import time
 
 import pytest
 
-from infra.errors import ComponentError
+from infra.errors import ComponentError, InfraError
 from infra.health import wait_until
 from infra.ports import free_ports, listening
 
@@ -54,6 +55,24 @@ def test_free_ports_lie_below_the_kernels_ephemeral_range_where_no_outgoing_conn
     first_ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
     assert low == LOWEST_PORT and high <= max(first_ephemeral, LOWEST_PORT + 1_000)
     assert all(low <= port < high for port in free_ports(40))
+
+
+def test_a_port_chosen_is_reserved_so_a_stack_starting_beside_gets_others(tmp_path, monkeypatch):
+    """Two stacks choosing at once see every port free until one binds: a port one chose is not chosen again while
+    its reservation lasts, and an expired reservation is removed."""
+    import infra.ports as ports_module
+
+    monkeypatch.setattr(ports_module, "RESERVATIONS", tmp_path)
+    monkeypatch.setattr(ports_module, "listening_range", lambda: (20_000, 20_040))
+    first = free_ports(20)
+    second = free_ports(20)
+    assert not set(first) & set(second)  # without the reservations, 40 picks of 40 ports overlap almost surely
+    assert {int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()} == set(first) | set(second)
+    stale = tmp_path / str(first[0])
+    os.utime(stale, (0, 0))
+    with pytest.raises(InfraError):
+        free_ports(2)  # one port free again (the stale one), two asked for
+    assert not stale.exists()
 
 
 def test_listening_sees_a_listener_and_its_absence():
