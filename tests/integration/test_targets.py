@@ -40,7 +40,7 @@ incident: {file: 001-kafka-disconnects-tolerable-failures-bad-magic-metadata-exi
 seed: 5
 workload: {shape: uniform, keys: 50, rate: 100, partitions: 2}
 job: {session_gap: 3s, max_session_length: 30s, watermark: 2s, trigger: 1s}
-phases: {steady: 10s, inject: 30s, recover: 30s}
+phases: {steady: 10s, inject: 30s, recover: 60s}
 faults:
   - {fault: network.down, target: kafka, at: 0s, duration: 12s}
   - {fault: s3.slow_put, target: s3, at: 0s, duration: 12s, params: {delay: 0.3s, keys: "checkpoint/*"}}
