@@ -31,6 +31,7 @@ from chaos import checkpoint_damage, checkpoint_tools
 from chaos.arm.job import ArmConfig, JobArm
 from chaos.workload import WorkloadSpec
 from infra.stack import Stack
+from tests.integration.job_settings import OUTCOME_TRIGGER_MS
 
 UNPROVEN = "not recorded in a manifest"  # job/repair_plan.py's reason for an entry it rolls back unread
 # A method that certainly breaks each file: truncation breaks every JSON record, a zip's central directory and a
@@ -116,7 +117,7 @@ def running_job(stack, tmp_path_factory, seed: int = SEED, duration_ms: int = 90
     test_missing_partition's)."""
     workload = WorkloadSpec(shape="zipf", keys=50, rate=100, duration_ms=duration_ms, seed=seed)
     arm = JobArm(stack, tmp_path_factory.mktemp("arm"), ArmConfig(profile="hardened", workload=workload, settings={
-        "gap_ms": 3_000, "max_session_ms": 30_000, "watermark_ms": 2_000}))
+        "gap_ms": 3_000, "max_session_ms": 30_000, "watermark_ms": 2_000, "trigger_ms": OUTCOME_TRIGGER_MS}))
     arm.create_topic()
     stop = threading.Event()
     producer = threading.Thread(target=arm.produce, kwargs={"stop_event": stop}, daemon=True, name="producer")

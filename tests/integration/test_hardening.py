@@ -20,6 +20,7 @@ from infra.driver import launch_driver
 from infra.stack import Stack
 from job.lease import CheckpointLease, LeaseLost, LeaseRecord, LeaseUnconfirmed
 from job.objectstore import ObjectStore, PreconditionFailed
+from tests.integration.job_settings import OUTCOME_TRIGGER_MS
 
 pytestmark = pytest.mark.integration
 
@@ -91,7 +92,7 @@ def test_with_the_lease_switched_off_the_second_deployment_starts_on_the_owned_c
 def test_a_deployment_that_loses_its_lease_stops_before_its_next_commit(stack, tmp_path):
     workload = WorkloadSpec(shape="uniform", keys=50, rate=100, duration_ms=60_000, seed=3)
     arm = JobArm(stack, tmp_path / "owner", ArmConfig(profile="hardened", workload=workload, settings={
-        "gap_ms": 2_000, "max_session_ms": 10_000, "watermark_ms": 1_000}))
+        "gap_ms": 2_000, "max_session_ms": 10_000, "watermark_ms": 1_000, "trigger_ms": OUTCOME_TRIGGER_MS}))
     arm.create_topic()
     arm.start_job()
     import threading

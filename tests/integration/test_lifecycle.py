@@ -17,6 +17,7 @@ from chaos.arm.job import ArmConfig, JobArm
 from chaos.arm.lifecycle import LifecycleWatch
 from chaos.triggers import Draw, Trigger
 from chaos.workload import WorkloadSpec
+from tests.integration.job_settings import OUTCOME_TRIGGER_MS
 
 pytestmark = [pytest.mark.integration, pytest.mark.backends("local")]
 
@@ -38,7 +39,7 @@ def _kill_on(watch: LifecycleWatch, arm: JobArm, event: str, batch: int | None =
 def test_kills_before_the_first_commit_and_with_a_batch_in_flight_lose_nothing(stack, tmp_path):
     arm = JobArm(stack, tmp_path / "arm", ArmConfig(
         profile="hardened", workload=WorkloadSpec(shape="zipf", keys=100, rate=150, duration_ms=75_000, seed=15),
-        settings={"gap_ms": 3_000, "max_session_ms": 30_000, "watermark_ms": 2_000}))
+        settings={"gap_ms": 3_000, "max_session_ms": 30_000, "watermark_ms": 2_000, "trigger_ms": OUTCOME_TRIGGER_MS}))
     prefix = arm.checkpoint_prefix + "/"
     watch = LifecycleWatch(stack.s3proxy, arm.state.deployment, checkpoint_lister=lambda: [
         o.object_name[len(prefix):] for o in stack.s3_client(direct=True).list_objects(
