@@ -383,9 +383,12 @@ class PhaseClock:
     def _exited_as_expected(self) -> bool:
         """The latest driver ended by itself with the code the arm's exit_code target names (a failure budget's
         stop): with no job left and none to be restarted (a heal restarts only what its fault stopped), the rest of
-        the phases would only wait."""
-        expected = self.ctx.spec.arm(self.ctx.profile).targets.exit_code
-        if expected is None:
+        the phases would only wait. Not a control that must run to its end (`ends_early`, as for a reproduced
+        incident): discrimination judges it by the hardened outcome targets, so it goes on to be drained and judged
+        (cluster-executor-lost's control, stopped at its exit 1, left every outcome unjudged: inconclusive)."""
+        arm = self.ctx.spec.arm(self.ctx.profile)
+        expected = arm.targets.exit_code
+        if expected is None or (arm.role == "control" and not self.early):
             return False
         job = self.ctx.arm.job
         return job is not None and self.ctx.driver_ended_by_itself() and job.returncode == expected

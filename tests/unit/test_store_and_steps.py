@@ -87,15 +87,16 @@ def _recovering_clock(extra: dict) -> PhaseClock:
 
 def test_the_arm_stops_once_its_job_ended_by_itself_with_the_exit_its_targets_expect_and_not_otherwise():
     """A failure budget's stop (exit 4, the arm's exit_code) leaves nothing to watch: the phases end there and the
-    faults are stopped. Any other exit goes on to the phases' end, where the exits check judges it."""
-    def clock_for(code: int, expected: int | None) -> tuple[PhaseClock, list]:
+    faults are stopped. Any other exit goes on to the phases' end, where the exits check judges it; so does a control
+    whose expected exit is its incident (cluster-executor-lost's exit 1): it is drained and judged like its subject."""
+    def clock_for(code: int, expected: int | None, role: str = "subject") -> tuple[PhaseClock, list]:
         job = SimpleNamespace(returncode=code)
-        targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=(), exit_code=expected)
+        targets = SimpleNamespace(recovery=None, logs=None, state=None, probes=(), exit_code=expected, extra={})
         stopped: list = []
         ctx = SimpleNamespace(
             phases=_SlowPhases(), profile="hardened", say=lambda message: None, sampler=None, last_start=None,
             record_own_exit=lambda: None, driver_ended_by_itself=lambda: True, arm=SimpleNamespace(job=job),
-            spec=SimpleNamespace(arm=lambda profile: SimpleNamespace(role="subject", targets=targets)),
+            spec=SimpleNamespace(arm=lambda profile: SimpleNamespace(role=role, expect="incident", targets=targets)),
             history=SimpleNamespace(phase=lambda name, boundary: None), logs=SimpleNamespace(mark=lambda: None))
         schedule = FaultSchedule(ctx)  # type: ignore[arg-type]
         schedule.stop = lambda: stopped.append(True)  # type: ignore[method-assign]
@@ -105,11 +106,11 @@ def test_the_arm_stops_once_its_job_ended_by_itself_with_the_exit_its_targets_ex
     started = time.monotonic()
     expected.run(started)
     assert expected.exited_as_expected and stopped == [True] and time.monotonic() - started < 1.5
-    for code, target in ((7, 4), (4, None)):
-        other, stopped = clock_for(code, target)
+    for code, target, role in ((7, 4, "subject"), (4, None, "subject"), (1, 1, "control")):
+        other, stopped = clock_for(code, target, role)
         started = time.monotonic()
         other.run(started)
-        assert not other.exited_as_expected and not stopped and time.monotonic() - started >= 2.9, (code, target)
+        assert not other.exited_as_expected and not stopped and time.monotonic() - started >= 2.9, (code, target, role)
 
 
 def test_an_arm_with_still_healthy_watches_its_samples_after_recovery_before_the_phase_ends():
