@@ -323,6 +323,17 @@ class Ledger:
         """All records; an unterminated last line that does not parse is a torn write and is skipped."""
         acked: list[Acked] = []
         failed: list[Failed] = []
+        for record in Ledger.records(path):
+            if isinstance(record, Acked):
+                acked.append(record)
+            else:
+                failed.append(record)
+        return LedgerContents(acked, failed)
+
+    @staticmethod
+    def records(path: str | os.PathLike[str]) -> Iterator[Acked | Failed]:
+        """The records in file order, one line in memory at a time (a ledger of millions of events is read in
+        bounded memory); the same torn last line skipped, the same LedgerError, as `read`."""
         with open(path, "rb") as f:
             for lineno, line in enumerate(f, 1):
                 torn_candidate = not line.endswith(b"\n")
@@ -332,11 +343,7 @@ class Ledger:
                     if torn_candidate:
                         break
                     raise LedgerError(f"{path}:{lineno}: {exc}") from None
-                if isinstance(record, Acked):
-                    acked.append(record)
-                else:
-                    failed.append(record)
-        return LedgerContents(acked, failed)
+                yield record
 
 
 @dataclass(frozen=True)
