@@ -20,8 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-# Records held in memory over all partitions before a partition's chunk is appended to its file.
-BUFFERED_RECORDS = 200_000
+# Records held in memory over all partitions before a partition's chunk is appended to its file, and at most in one
+# chunk.
+BUFFERED_RECORDS = 100_000
+CHUNK_RECORDS = 5_000
 
 
 def partition_of(name: str, partitions: int) -> int:
@@ -39,7 +41,7 @@ class Spill:
         self.added = 0
         self._paths = [Path(directory) / f"{name}-{i:04d}.marshal" for i in range(partitions)]
         self._buffers: list[list[Any]] = [[] for _ in range(partitions)]
-        self._chunk = max(64, BUFFERED_RECORDS // partitions)
+        self._chunk = min(CHUNK_RECORDS, max(64, BUFFERED_RECORDS // partitions))
 
     def add(self, name: str, record: Any) -> None:
         """`record` into the partition of `name`."""

@@ -237,3 +237,49 @@ def test_partitions_grow_with_the_ledger_and_stop_at_a_limit():
     assert partitions_for(16 * 2**20 + 1) == 2
     assert partitions_for(315 * 2**20) == 20
     assert partitions_for(10**15) == 1024
+
+
+# --- the harness's path (chaos/judging.py, JobArm.judge) ---------------------------------------------------------
+
+def ledger_file(path, ledger):
+    with open(path, "w") as f:
+        for r in ledger:
+            fields = {"partition": r.partition, "offset": r.offset} if isinstance(r, Acked) else {"error": r.error}
+            f.write(json.dumps({"key": r.key, "seq": r.seq, "event_time_ms": r.event_time_ms, **fields}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("event_time", [True, False])
+def test_judge_outputs_is_what_the_arm_reported_before_plus_what_judging_cost(tmp_path, monkeypatch, event_time):
+    """oracle.json as JobArm.judge wrote it from the whole ledger and output in memory, then `judging`."""
+    import chaos.oracle_bounded
+    from chaos.judging import judge_outputs
+    from chaos.oracle import emission_waits
+
+    monkeypatch.setattr(chaos.oracle_bounded, "LEDGER_BYTES_PER_PARTITION", 20_000)  # several partitions
+    rng = random.Random(10)
+    ledger = history(rng, 100, 300, 200, 0.01)
+    path = ledger_file(tmp_path / "ledger.jsonl", ledger)
+    contents = Ledger.read(path)
+    rows = [{**row, "batch_id": row["end_ms"] // 1000} for row in damaged(rng, expected_sessions(contents.acked,
+                                                                                                 GAP, MAX_LEN))]
+    extra, audit = {"hot-0": {5: 1}}, {"topic_records": 9, "topic_duplicates": 1}
+    done = {b: b * 1000 + 400 for b in range(0, 100)}
+    without_batch = [{k: v for k, v in row.items() if k != "batch_id"} for row in rows]
+    if event_time:
+        before = compare(expected_sessions(contents.acked, GAP, MAX_LEN, extra_copies=extra), without_batch).to_dict()
+    else:
+        before = coverage(contents.acked, contents.failed, without_batch, extra_copies=extra).to_dict()
+    before.update(audit)
+    if event_time:
+        before["emission"] = emission_waits(rows, done)
+    work = tmp_path / "arm"
+    work.mkdir()
+    report, emitted = judge_outputs(path, iter(rows), event_time=event_time, gap_ms=GAP, max_len_ms=MAX_LEN,
+                                    extra_copies=extra, audit=audit, batch_done_ms=done, workdir=work)
+    judging = report.pop("judging")
+    assert json.dumps(report) == json.dumps(before)
+    assert emitted == len(rows) and list(work.iterdir()) == []
+    assert judging["events"] == len(ledger) and judging["sessions"] == len(rows)
+    assert judging["partitions"] == -(-path.stat().st_size // 20_000) > 3
+    assert 0 <= judging["seconds"] < 60 and 10 < judging["peak_rss_mb"] < 4096
