@@ -7,10 +7,10 @@
         for key, seq in events.read(partition):   # in the order they were added
             ...
 
-Records are tuples (or dicts) of str, int, bool and None, written with marshal in chunks: one chunk of each
-partition is in memory at a time, and a partition's file is opened only to append a chunk, so any number of
-partitions fits the limit on open files. The hash is crc32, not Python's hash(): a partition's content is the
-same in every process.
+Records are tuples (or dicts) of str, int, bool and None, written with marshal in chunks, each after its length:
+one chunk of each partition is in memory at a time, and a partition's file is opened only to append a chunk, so any
+number of partitions fits the limit on open files. The hash is crc32, not Python's hash(): a partition's content is
+the same in every process.
 """
 from __future__ import annotations
 
@@ -55,8 +55,9 @@ class Spill:
     def _write(self, index: int) -> None:
         buffer = self._buffers[index]
         if buffer:
+            data = marshal.dumps(buffer)
             with open(self._paths[index], "ab") as f:
-                marshal.dump(buffer, f)
+                f.write(len(data).to_bytes(8, "little") + data)
             buffer.clear()
 
     def close(self) -> None:
@@ -76,9 +77,5 @@ class Spill:
         if not path.exists():
             return
         with open(path, "rb") as f:
-            while True:
-                try:
-                    chunk = marshal.load(f)
-                except EOFError:
-                    return
-                yield from chunk
+            while size := int.from_bytes(f.read(8), "little"):
+                yield from marshal.loads(f.read(size))  # marshal.load(f) reads a file in small pieces: slower

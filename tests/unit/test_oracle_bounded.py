@@ -283,3 +283,14 @@ def test_judge_outputs_is_what_the_arm_reported_before_plus_what_judging_cost(tm
     assert judging["events"] == len(ledger) and judging["sessions"] == len(rows)
     assert judging["partitions"] == -(-path.stat().st_size // 20_000) > 3
     assert 0 <= judging["seconds"] < 60 and 10 < judging["peak_rss_mb"] < 4096
+
+
+def test_a_spill_keeps_each_partitions_records_in_order_over_many_chunks(tmp_path):
+    with Spill(tmp_path, "numbers", 2) as spill:
+        for n in range(30_000):  # several chunks in each partition
+            spill.add(str(n % 10), (str(n % 10), n))
+    for p in range(2):
+        read = list(spill.read(p))
+        assert read == sorted(read, key=lambda record: record[1]) and len(read) > 10_000
+        assert {partition_of(name, 2) for name, _n in read} == {p}
+    assert spill.added == 30_000 and sum(len(list(spill.read(p))) for p in range(2)) == 30_000
