@@ -301,7 +301,7 @@ class JobArm:
 
         try:
             records, extra = read_topic(self.stack.info.kafka_bootstrap, self.state.topic,
-                                        self.stack.kafka_client_login())
+                                        self.stack.kafka_client_login(), workdir=self.dir)
         except Exception as exc:  # a check of the input, not of the job: its failure must not cost the verdict
             return {}, {"topic_audit": f"not read back: {type(exc).__name__}: {exc}"}
         extra.pop(DRAIN_KEY, None)  # the drain's own events are not judged
