@@ -44,14 +44,14 @@ def _spec(shape: str, events: int, keys: int, seed: int) -> WorkloadSpec:
 
 def generate(directory: Path, events: int, shape: str, keys: int, gap_ms: int, max_session_ms: int, damage: float,
              seed: int = 1) -> dict:
-    """ledger.jsonl, sessions.jsonl (rows as outputs.read_sessions gives them: with batch_id) and meta.json in
+    """ledger.jsonl, emitted.jsonl (rows as outputs.read_sessions gives them: with batch_id) and meta.json in
     `directory`; memory bounded by the keys open within a gap."""
     rng = random.Random(seed)
     offsets = [0, 0, 0, 0]
     open_runs: dict[str, list[int]] = {}  # key -> [first_t, first_seq, last_t, last_seq, count]
     start = 0
     rows = written = 0
-    with open(directory / "ledger.jsonl", "w") as ledger, open(directory / "sessions.jsonl", "w") as sessions:
+    with open(directory / "ledger.jsonl", "w") as ledger, open(directory / "emitted.jsonl", "w") as sessions:
 
         def close(key: str, run: list[int]) -> None:
             nonlocal rows, written
@@ -102,7 +102,7 @@ def _rows(path: Path):
 def judge(directory: Path, path: str) -> dict:
     """One path over the arm in `directory`, in this process: its seconds, peak RSS and verdict counts."""
     meta = json.loads((directory / "meta.json").read_text())
-    ledger, sessions = directory / "ledger.jsonl", directory / "sessions.jsonl"
+    ledger, sessions = directory / "ledger.jsonl", directory / "emitted.jsonl"
     from ..oracle import compare, emission_waits, expected_sessions
     from ..workload import Ledger
     if path == "bounded":
