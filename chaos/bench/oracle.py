@@ -4,8 +4,9 @@ Writes a synthetic arm (a ledger of N acknowledged events from the workload plan
 those events make, a share lost and a share emitted twice with --damage), then judges it in a fresh process per
 path, one after the other, and prints each one's seconds and peak resident memory (its own getrusage ru_maxrss):
 
-    memory    what JobArm.judge did before chaos/judging.py: the whole ledger and output in memory, chaos/oracle.py's
-              expected_sessions and compare, emission_waits
+    memory    what JobArm.judge did before chaos/judging.py: the whole ledger (read with the JSON parser, as
+              Ledger.read did) and output in memory, chaos/oracle.py's expected_sessions and compare,
+              emission_waits
     bounded   chaos/judging.py's judge_outputs, as JobArm.judge runs it now
 
 Shapes: hot_key (half the events on one key that never pauses: sessions cut at max_session), uniform, rotating
@@ -104,7 +105,7 @@ def judge(directory: Path, path: str) -> dict:
     meta = json.loads((directory / "meta.json").read_text())
     ledger, sessions = directory / "ledger.jsonl", directory / "emitted.jsonl"
     from ..oracle import compare, emission_waits, expected_sessions
-    from ..workload import Ledger
+    from ..workload import Acked, _parse_json_record
     if path == "bounded":
         from ..judging import judge_outputs
     gap, max_len = meta["gap_ms"], meta["max_session_ms"]
@@ -113,10 +114,15 @@ def judge(directory: Path, path: str) -> dict:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.monotonic()
     if path == "memory":
-        contents = Ledger.read(ledger)
+        acked: list = []
+        failed: list = []
+        with open(ledger, "rb") as f:  # Ledger.read as it was: every line through the JSON parser
+            for line in f:
+                record = _parse_json_record(line)
+                (acked if isinstance(record, Acked) else failed).append(record)
         emitted = list(_rows(sessions))
         for_oracle = [{k: v for k, v in row.items() if k != "batch_id"} for row in emitted]
-        report = compare(expected_sessions(contents.acked, gap, max_len), for_oracle).to_dict()
+        report = compare(expected_sessions(acked, gap, max_len), for_oracle).to_dict()
         report["emission"] = emission_waits(emitted, done)
     else:
         report, _ = judge_outputs(ledger, _rows(sessions), event_time=True, gap_ms=gap, max_len_ms=max_len,
