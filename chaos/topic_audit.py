@@ -91,8 +91,8 @@ def read_topic(bootstrap: str, topic: str, client: Mapping[str, str] | None = No
                     if offset + 1 >= ends[partition]:
                         left.discard(partition)
 
-        partitions = max(1, -(-sum(ends.values()) // RECORDS_PER_PARTITION))
-        extra = extra_copies(pairs(), partitions, workdir)
+        counted_in = max(1, -(-sum(ends.values()) // RECORDS_PER_PARTITION))
+        extra = extra_copies(pairs(), counted_in, workdir)
         return records, extra
     finally:
         consumer.close()
