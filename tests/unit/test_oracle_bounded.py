@@ -294,3 +294,90 @@ def test_a_spill_keeps_each_partitions_records_in_order_over_many_chunks(tmp_pat
         assert read == sorted(read, key=lambda record: record[1]) and len(read) > 10_000
         assert {partition_of(name, 2) for name, _n in read} == {p}
     assert spill.added == 30_000 and sum(len(list(spill.read(p))) for p in range(2)) == 30_000
+
+
+class _Response:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self) -> bytes:
+        return self.data
+
+    def close(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
+
+
+class _Bucket:
+    """The two calls outputs.iter_sessions makes of an S3 client, over objects held in a dict."""
+
+    def __init__(self, objects: dict[str, bytes]) -> None:
+        self.objects = objects
+
+    def list_objects(self, bucket, prefix, recursive):
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(object_name=name) for name in self.objects if name.startswith(prefix)]
+
+    def get_object(self, bucket, name):
+        return _Response(self.objects[name])
+
+
+class _Stack:
+    """What JobArm.judge asks of a stack: the job's output in a bucket; the topic cannot be read back here."""
+
+    def __init__(self, bucket: _Bucket) -> None:
+        from types import SimpleNamespace
+
+        self.bucket = bucket
+        self.info = SimpleNamespace(bucket="chaos", kafka_bootstrap="127.0.0.1:9")
+
+    def s3_client(self, direct=False):
+        return self.bucket
+
+    def kafka_client_login(self):
+        raise RuntimeError("no broker in a unit test")
+
+
+@pytest.mark.parametrize("profile", ["hardened", "naive"])
+def test_an_arm_is_judged_as_before_with_what_judging_cost(tmp_path, profile):
+    """JobArm.judge on a written ledger, progress file and bucket: arm.json's oracle is what the in-memory path made
+    of the same files (the drain's rows left out), with `judging` beside it."""
+    from chaos.arm.job import DRAIN_KEY, ArmConfig, JobArm, _batch_done_ms
+    from chaos.oracle import emission_waits
+    from chaos.workload import WorkloadSpec
+
+    bucket = _Bucket({})
+    arm = JobArm(_Stack(bucket), tmp_path / "arm", ArmConfig(profile, WorkloadSpec("uniform", 10, 10.0, 1000, 1)),
+                 progress=lambda line: None)
+    rng = random.Random(12)
+    ledger = history(rng, 60, 200, 60)
+    ledger_file(arm.ledger_path, ledger)
+    gap, max_len = arm.config.gap_ms, arm.config.max_session_ms if profile == "hardened" else None
+    acked, failed = acked_of(ledger), [r for r in ledger if isinstance(r, Failed)]
+    rows = damaged(rng, expected_sessions(acked, gap, max_len))
+    batches = [rows[i:i + 25] for i in range(0, len(rows), 25)]
+    drain = {"key": DRAIN_KEY, "start_ms": 0, "end_ms": 1, "count": 1, "first_seq": 0, "last_seq": 0,
+             "session_id": "d"}
+    for b, batch in enumerate(batches):
+        bucket.objects[f"{arm.state.deployment}/output/batch-{b}.jsonl"] = "".join(
+            json.dumps(row) + "\n" for row in [*batch, drain]).encode()
+    progress = [{"batchId": b, "timestamp": f"2026-11-28T10:00:{b % 60:02d}.000Z",
+                 "durationMs": {"triggerExecution": 300}} for b in range(len(batches))]
+    arm.progress_path.write_text("".join(json.dumps({"event": "progress", "progress": p}) + "\n" for p in progress))
+    emitted = [{**row, "batch_id": b} for b, batch in enumerate(batches) for row in batch]
+    if profile == "hardened":
+        before = compare(expected_sessions(acked, gap, max_len), rows).to_dict()
+    else:
+        before = coverage(acked, failed, rows).to_dict()
+    before["topic_audit"] = "not read back: RuntimeError: no broker in a unit test"
+    if profile == "hardened":
+        before["emission"] = emission_waits(emitted, _batch_done_ms(progress))
+    summary = arm.judge()
+    judging = summary["oracle"].pop("judging")
+    assert json.dumps(summary["oracle"]) == json.dumps(before)
+    assert summary["sessions_emitted"] == len(rows) and summary["batches"] == len(batches)
+    assert judging["events"] == len(ledger) and judging["sessions"] == len(rows)
+    assert sorted(p.name for p in arm.dir.iterdir()) == ["arm.json", "ledger.jsonl", "progress.jsonl"]  # no spill
