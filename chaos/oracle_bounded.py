@@ -47,9 +47,10 @@ from .oracle import (
 from .spill import Spill
 from .workload import Acked, Failed
 
-# Ledger bytes per partition: about 190,000 events of ~90 bytes, judged in some tens of MB (docs/job.md).
-LEDGER_BYTES_PER_PARTITION = 16 * 2**20
-MAX_PARTITIONS = 1024
+# Ledger bytes per partition: about 50,000 events of ~85 bytes; a partition of a key rotation's (a session per two
+# events, the most there can be) is judged in about 30 MB (docs/job.md, "How the oracle scales").
+LEDGER_BYTES_PER_PARTITION = 4 * 2**20
+MAX_PARTITIONS = 4096  # past 16 GiB of ledger (about 200 million events) partitions grow instead
 
 
 def partitions_for(ledger_bytes: int) -> int:

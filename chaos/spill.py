@@ -22,8 +22,8 @@ from typing import Any
 
 # Records held in memory over all partitions before a partition's chunk is appended to its file, and at most in one
 # chunk.
-BUFFERED_RECORDS = 100_000
-CHUNK_RECORDS = 5_000
+BUFFERED_RECORDS = 40_000
+CHUNK_RECORDS = 2_000
 
 
 def partition_of(name: str, partitions: int) -> int:
