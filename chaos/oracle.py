@@ -1,6 +1,8 @@
 """Exactly-once oracle: the sessions a run must produce, and how the job's output differs from them.
 
 Every function is pure (ledger records and emitted rows in, report out), so any run can be re-checked offline.
+This module is the reference and holds its input in memory; chaos/oracle_bounded.py gives the same reports in
+bounded memory, and the harness judges through it (chaos/judging.py).
 Seq ranges are inclusive (first, last) pairs: per key, seqs are contiguous and event time never decreases with seq,
 so a session is exactly the seqs between its first_seq and last_seq.
 """

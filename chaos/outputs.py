@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -10,7 +11,11 @@ def read_sessions(s3, bucket: str, output_prefix: str) -> list[dict]:
 
     Each row gets `batch_id` so duplicates can be traced to the batches that emitted them.
     """
-    sessions: list[dict] = []
+    return list(iter_sessions(s3, bucket, output_prefix))
+
+
+def iter_sessions(s3, bucket: str, output_prefix: str) -> Iterator[dict]:
+    """read_sessions' rows as a stream: one batch object in memory at a time."""
     names = sorted(o.object_name for o in s3.list_objects(bucket, prefix=output_prefix.rstrip("/") + "/",
                                                            recursive=True))
     for name in names:
@@ -24,8 +29,7 @@ def read_sessions(s3, bucket: str, output_prefix: str) -> list[dict]:
         finally:
             response.close()
             response.release_conn()
-        sessions += [{**json.loads(line), "batch_id": batch_id} for line in text.splitlines() if line.strip()]
-    return sessions
+        yield from ({**json.loads(line), "batch_id": batch_id} for line in text.splitlines() if line.strip())
 
 
 def read_progress(path: Path) -> list[dict]:

@@ -190,8 +190,18 @@ def write_arm_summary(arm_dir: Path, summary: Mapping[str, Any]) -> None:
 
 
 def write_sessions(arm_dir: Path, sessions: Iterable[Mapping[str, Any]]) -> None:
-    """<experiment>/<arm>/sessions.jsonl: the sessions the job wrote, one JSON object a line."""
-    write_text(Path(arm_dir) / SESSIONS_FILE, "".join(json.dumps(row) + "\n" for row in sessions))
+    """<experiment>/<arm>/sessions.jsonl: the sessions the job wrote, one JSON object a line, written as they are
+    read (millions of them need not fit in memory); atomically, as write_text."""
+    path = Path(arm_dir) / SESSIONS_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w") as f:
+            for row in sessions:
+                f.write(json.dumps(row) + "\n")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(path)
 
 
 def write_oracle(arm_dir: Path, oracle: Mapping[str, Any]) -> None:

@@ -10,20 +10,33 @@ as such (oracle.json's `topic_duplicates`), never hidden.
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from .spill import Spill
 
 READ_TIMEOUT_S = 60.0
+RECORDS_PER_PARTITION = 200_000  # pairs counted in memory at a time
 
 
-def extra_copies(pairs: Iterable[tuple[str, int]]) -> dict[str, dict[int, int]]:
-    """key -> {seq: copies beyond the first}, for the (key, seq) pairs seen more than once."""
-    counts = Counter(pairs)
+def extra_copies(pairs: Iterable[tuple[str, int]], partitions: int = 1,
+                 workdir: str | Path | None = None) -> dict[str, dict[int, int]]:
+    """key -> {seq: copies beyond the first}, for the (key, seq) pairs seen more than once. The pairs are counted
+    one key partition at a time (chaos/spill.py, in a temporary directory under `workdir`): a topic of millions of
+    records is read back in bounded memory."""
+    found: list[tuple[tuple[str, int], int]] = []
+    with tempfile.TemporaryDirectory(dir=workdir, prefix="topic-audit-") as tmp:
+        with Spill(tmp, "pairs", partitions) as spill:
+            for key, seq in pairs:
+                spill.add(key, (key, seq))
+        for partition in range(partitions):
+            found += [(pair, n) for pair, n in Counter(spill.read(partition)).items() if n > 1]
     extra: dict[str, dict[int, int]] = {}
-    for (key, seq), copies in sorted(counts.items()):
-        if copies > 1:
-            extra.setdefault(key, {})[seq] = copies - 1
+    for (key, seq), copies in sorted(found):
+        extra.setdefault(key, {})[seq] = copies - 1
     return extra
 
 
@@ -42,9 +55,11 @@ def event_of(value: bytes | None) -> tuple[str, int] | None:
 
 
 def read_topic(bootstrap: str, topic: str, client: Mapping[str, str] | None = None,
-               timeout_s: float = READ_TIMEOUT_S) -> tuple[int, dict[str, dict[int, int]]]:
+               timeout_s: float = READ_TIMEOUT_S, workdir: str | Path | None = None,
+               ) -> tuple[int, dict[str, dict[int, int]]]:
     """(records read, extra copies) of every partition of `topic`, from its start to the end offsets it had when
-    the read began. Raises TimeoutError when the read does not reach them within `timeout_s`."""
+    the read began. Raises TimeoutError when the read does not reach them within `timeout_s`. The copies are
+    counted on disk under `workdir` (extra_copies)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-topic-audit", "enable.auto.commit": False,
@@ -54,25 +69,30 @@ def read_topic(bootstrap: str, topic: str, client: Mapping[str, str] | None = No
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
         left = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in left])
-        pairs: list[tuple[str, int]] = []
         records = 0
         deadline = time.monotonic() + timeout_s
-        while left:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading topic {topic} back: partitions {sorted(left)} not read to their end "
-                                   f"within {timeout_s:.0f} s")
-            for message in consumer.consume(num_messages=5000, timeout=1.0):
-                if message.error() is not None:
-                    continue
-                partition, offset = message.partition(), message.offset()
-                if partition not in left or offset is None or offset >= ends[partition]:
-                    continue
-                records += 1
-                event = event_of(message.value())
-                if event is not None:
-                    pairs.append(event)
-                if offset + 1 >= ends[partition]:
-                    left.discard(partition)
-        return records, extra_copies(pairs)
+
+        def pairs() -> Iterator[tuple[str, int]]:
+            nonlocal records
+            while left:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"reading topic {topic} back: partitions {sorted(left)} not read to their "
+                                       f"end within {timeout_s:.0f} s")
+                for message in consumer.consume(num_messages=5000, timeout=1.0):
+                    if message.error() is not None:
+                        continue
+                    partition, offset = message.partition(), message.offset()
+                    if partition not in left or offset is None or offset >= ends[partition]:
+                        continue
+                    records += 1
+                    event = event_of(message.value())
+                    if event is not None:
+                        yield event
+                    if offset + 1 >= ends[partition]:
+                        left.discard(partition)
+
+        counted_in = max(1, -(-sum(ends.values()) // RECORDS_PER_PARTITION))
+        extra = extra_copies(pairs(), counted_in, workdir)
+        return records, extra
     finally:
         consumer.close()

@@ -14,7 +14,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -24,10 +24,10 @@ from infra.procs import ManagedProcess
 from infra.stack import StackLike
 from job.settings import Settings, resolve
 
-from ..oracle import compare, coverage, emission_waits, expected_sessions
-from ..outputs import read_progress, read_sessions
+from ..judging import judge_outputs
+from ..outputs import iter_sessions, read_progress
 from ..store import write_arm_summary
-from ..workload import Event, Ledger, Pacer, WorkloadSpec, plan, produce
+from ..workload import Acked, Event, Ledger, Pacer, WorkloadSpec, plan, produce
 
 DRAIN_KEY = "__drain__"
 
@@ -251,31 +251,32 @@ class JobArm:
 
     def _last_workload_offsets(self) -> dict[str, int]:
         last: dict[str, int] = {}
-        for ack in Ledger.read(self.ledger_path).acked:
-            last[str(ack.partition)] = max(last.get(str(ack.partition), -1), ack.offset)
+        for record in Ledger.records(self.ledger_path):  # a stream: checked every second of the drain
+            if isinstance(record, Acked):
+                last[str(record.partition)] = max(last.get(str(record.partition), -1), record.offset)
         return last
 
     # -- verdict -------------------------------------------------------------------------------------------
     def sessions(self) -> list[dict]:
-        rows = read_sessions(self.stack.s3_client(direct=True), self.stack.info.bucket,
+        return list(self.iter_sessions())
+
+    def iter_sessions(self) -> Iterator[dict]:
+        """The job's output rows but the drain's, as a stream: one batch object in memory at a time."""
+        rows = iter_sessions(self.stack.s3_client(direct=True), self.stack.info.bucket,
                              f"{self.state.deployment}/output")
-        return [row for row in rows if row["key"] != DRAIN_KEY]
+        return (row for row in rows if row["key"] != DRAIN_KEY)
 
     def judge(self) -> dict:
-        contents = Ledger.read(self.ledger_path)
-        emitted = self.sessions()
-        emitted_for_oracle = [{k: v for k, v in row.items() if k != "batch_id"} for row in emitted]
+        """oracle.json's report (chaos/judging.py: in bounded memory, with what judging cost) in arm.json."""
         extra, audit = self._topic_copies()
-        if self.config.event_time:
-            max_len = self.config.max_session_ms if self.config.profile == "hardened" else None
-            expected = expected_sessions(contents.acked, self.config.gap_ms, max_len, extra_copies=extra)
-            report = compare(expected, emitted_for_oracle).to_dict()
-        else:
-            report = coverage(contents.acked, contents.failed, emitted_for_oracle, extra_copies=extra).to_dict()
-        report.update(audit)
         batches = [r["progress"] for r in read_progress(self.progress_path) if r.get("event") == "progress"]
-        if self.config.event_time:  # emitted_within (chaos/checks/output_latency.py)
-            report["emission"] = emission_waits(emitted, _batch_done_ms(batches))
+        max_len = self.config.max_session_ms if self.config.profile == "hardened" else None
+        # emission: emitted_within (chaos/checks/output_latency.py)
+        report, sessions_emitted = judge_outputs(
+            self.ledger_path, self.iter_sessions(), event_time=self.config.event_time, gap_ms=self.config.gap_ms,
+            max_len_ms=max_len, extra_copies=extra, audit=audit,
+            batch_done_ms=_batch_done_ms(batches) if self.config.event_time else {},
+            workdir=self.dir)
         summary = {
             "profile": self.config.profile,
             "topic": self.state.topic,
@@ -285,7 +286,7 @@ class JobArm:
             "drain_seconds": self.state.drain_seconds,
             "job_exit": self.job.returncode if self.job is not None else None,
             "job_error": self._job_error(),
-            "sessions_emitted": len(emitted),
+            "sessions_emitted": sessions_emitted,
             "batches": len(batches),
             "max_state_rows": max((_state_rows(b) for b in batches), default=0),
             "oracle": report,
@@ -300,7 +301,7 @@ class JobArm:
 
         try:
             records, extra = read_topic(self.stack.info.kafka_bootstrap, self.state.topic,
-                                        self.stack.kafka_client_login())
+                                        self.stack.kafka_client_login(), workdir=self.dir)
         except Exception as exc:  # a check of the input, not of the job: its failure must not cost the verdict
             return {}, {"topic_audit": f"not read back: {type(exc).__name__}: {exc}"}
         extra.pop(DRAIN_KEY, None)  # the drain's own events are not judged

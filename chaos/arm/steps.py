@@ -229,8 +229,7 @@ def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_produc
 def store_outputs(ctx: ArmContext) -> None:
     """sessions.jsonl, oracle.json and lineage.json of the arm; a failure is an `error` record, never a crash."""
     try:
-        sessions = ctx.arm.sessions()
-        write_sessions(ctx.dir, sessions)
+        write_sessions(ctx.dir, ctx.arm.iter_sessions())
         # Judged even without a complete drain: sessions the job never emitted are lost, and say so.
         summary = ctx.arm.judge()
         oracle = {**summary["oracle"], "drained": ctx.arm.state.drained}

@@ -35,6 +35,18 @@ _EXTRA = {("lost", "compare"): (("wrong", "emitted with wrong fields"),),
           ("duplicated", "coverage"): (("unknown", "events covered that the ledger never acknowledged"),)}
 
 
+def judging_note(oracle: Mapping[str, object]) -> str:
+    """What judging cost (oracle.json's `judging`, chaos/judging.py), or nothing for oracle.json written before it."""
+    judging = oracle.get("judging")
+    if not isinstance(judging, Mapping):
+        return ""
+    events, seconds, peak = judging.get("events"), judging.get("seconds"), judging.get("peak_rss_mb")
+    if not isinstance(events, int) or not isinstance(seconds, (int, float)) or not isinstance(peak, (int, float)):
+        return ""
+    of = " (the process's)" if judging.get("peak_rss_of") == "process" else ""
+    return f"; judged {events:,} events in {seconds:g} s, peak {peak:g} MB resident{of}"
+
+
 def oracle_check(name: str, oracle: Mapping[str, object] | None, limit: int, missing: str) -> Check:
     expected = f"<= {limit}"
     if oracle is None:
@@ -50,6 +62,7 @@ def oracle_check(name: str, oracle: Mapping[str, object] | None, limit: int, mis
                                                           "as lost)"
     if copies := count_of(oracle, "topic_duplicates"):  # chaos/topic_audit.py: the input, not the job
         notes += f"; the topic held {copies} event copies beyond the first (the producer's), counted as input"
+    notes += judging_note(oracle)
     if value > limit:
         return Check(name, "FAILED", expected, measured, f"{value} {unit} {name} (oracle.json){notes}")
     if extras:

@@ -469,6 +469,20 @@ def test_lost_and_duplicated_from_a_coverage_report():
     assert (duplicated.verdict, duplicated.measured) == ("FAILED", "1")
 
 
+def test_lost_and_duplicated_say_what_judging_cost():
+    """oracle.json's `judging` (chaos/judging.py) in both checks' messages; an oracle.json without it says nothing."""
+    sessions = [_session("a", 0, 2)]
+    judging = {"events": 3_600_000, "sessions": 40_000, "partitions": 20, "seconds": 41.5, "peak_rss_mb": 180.2}
+    oracle = {**compare(sessions, sessions).to_dict(), "drained": True, "judging": judging}
+    for check in (check_lost(oracle, 0), check_duplicated(oracle, 0)):
+        assert check.verdict == "PASSED"
+        assert check.message.endswith("; judged 3,600,000 events in 41.5 s, peak 180.2 MB resident")
+    whole = {**oracle, "judging": {**judging, "peak_rss_of": "process"}}
+    assert check_lost(whole, 0).message.endswith("peak 180.2 MB resident (the process's)")
+    before = {**compare(sessions, sessions).to_dict(), "drained": True}
+    assert check_lost(before, 0).message == "0 sessions lost (oracle.json)"
+
+
 def test_a_failed_lost_says_how_many_rows_the_job_dropped_behind_its_watermark(story):
     """The late rows the sampler recorded (numRowsDroppedByWatermark, running) explain a lost count; a pass, or a
     history with none, says nothing of them."""

@@ -3,6 +3,8 @@ Reading a real topic back is tested against a real broker in tests/integration/t
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
 
 from chaos.checks.exactly_once import check_lost
 from chaos.topic_audit import event_of, extra_copies
@@ -12,6 +14,17 @@ def test_only_pairs_seen_more_than_once_are_extra_and_they_count_copies_beyond_t
     pairs = [("a", 1), ("a", 2), ("a", 2), ("b", 2), ("a", 2), ("c", 0), ("c", 0)]
     assert extra_copies(pairs) == {"a": {2: 2}, "c": {0: 1}}
     assert extra_copies([]) == {}
+
+
+def test_copies_counted_over_partitions_on_disk_are_the_copies_counted_at_once(tmp_path):
+    rng = random.Random(5)
+    pairs = [(f"k-{rng.randrange(300)}", rng.randrange(40)) for _ in range(20_000)]
+    at_once: dict[str, dict[int, int]] = {}
+    for (key, seq), n in sorted(Counter(pairs).items()):
+        if n > 1:
+            at_once.setdefault(key, {})[seq] = n - 1
+    assert at_once and extra_copies(iter(pairs), partitions=7, workdir=tmp_path) == at_once
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_workload_record_is_json_with_a_string_key_and_an_integer_seq():

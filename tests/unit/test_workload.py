@@ -1,6 +1,7 @@
 import itertools
 import json
 import math
+import random
 import re
 import time
 from collections import Counter
@@ -9,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from chaos.workload import (
+    _ACKED_LINE,
     HOT_KEY,
     Acked,
     Event,
@@ -17,6 +19,8 @@ from chaos.workload import (
     LedgerError,
     Pacer,
     WorkloadSpec,
+    _parse_json_record,
+    _parse_record,
     plan,
 )
 
@@ -285,6 +289,41 @@ def test_ledger_rejects_malformed_records(tmp_path, line, reason):
     path.write_bytes(line + b"\n" + b'{"key":"k","seq":0,"event_time_ms":1,"error":"e"}\n')
     with pytest.raises(LedgerError, match=rf":1: .*{reason}"):
         Ledger.read(path)
+
+
+def outcome(parse, line):
+    try:
+        return parse(line)
+    except ValueError as exc:
+        return type(exc), str(exc)
+
+
+def test_a_line_read_without_the_json_parser_is_what_the_json_parser_reads():
+    """_parse_record reads a line as Ledger writes it with a regular expression: on every other line the JSON
+    parser decides, so the outcome (record or error) is always the JSON parser's."""
+    rng = random.Random(11)
+    keys = ["k-1", "hot-0", "é", "キー", 'q"uote', "back\\slash", "tab\t", "\x7f", "ctl\x01", "", "\ud800"]
+    ints, bad_ints = ["0", "-0", "7", "-12", "1764300000000", str(2**70)], ["01", "+1", "1.0", "1e3", '"3"', "true"]
+
+    def number() -> str:
+        return rng.choice(bad_ints if rng.random() < 0.05 else ints)
+
+    lines = []
+    for _ in range(3_000):
+        key, (seq, t, partition, offset) = rng.choice(keys), (number() for _ in range(4))
+        fields = [f'"key":{json.dumps(key)}' if rng.random() < 0.5 else f'"key":"{key}"', f'"seq":{seq}',
+                  f'"event_time_ms":{t}', f'"partition":{partition}', f'"offset":{offset}']
+        if rng.random() < 0.1:
+            rng.shuffle(fields)
+        if rng.random() < 0.05:
+            fields[-1] = f'"error":"{key}"'
+        line = ("{" + (", " if rng.random() < 0.05 else ",").join(fields) + "}").encode("utf-8", "surrogatepass")
+        if rng.random() < 0.05:
+            line = line.replace(b"k-1", b"k-\xff")  # not UTF-8
+        lines.append(line + (rng.choice([b"", b" \n", b"\r\n"]) if rng.random() < 0.1 else b"\n"))
+    fast = [line for line in lines if _ACKED_LINE.fullmatch(line)]
+    assert len(fast) > 300 and len(lines) - len(fast) > 300  # both ways taken
+    assert [outcome(_parse_record, line) for line in lines] == [outcome(_parse_json_record, line) for line in lines]
 
 
 def test_reopening_drops_a_torn_tail_so_appends_stay_readable(tmp_path):
