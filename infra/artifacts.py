@@ -161,11 +161,50 @@ def local_go_tools() -> dict[str, LocalGoTool]:
             for name, (directory, binary) in LOCAL_GO_TOOLS.items()}
 
 
+SHIMS_DIR = INFRA_DIR / "shims"
+
+
+@dataclass(frozen=True)
+class Shim:
+    """A shared library preloaded (LD_PRELOAD) into a process to interpose on libc calls, built with the C compiler
+    from one file in infra/shims/ (nothing downloaded: the source is the pin)."""
+
+    name: str
+    source: Path   # infra/shims/<name>.c
+
+    def source_hash(self) -> str:
+        try:
+            return hashlib.sha256(self.source.read_bytes()).hexdigest()[:16]
+        except OSError as error:
+            raise ArtifactError(f"shim {self.name}: cannot read {self.source}: {error}; restore it from git") from error
+
+    def path(self, cache: Path) -> Path:
+        return cache / "lib" / f"{self.name}-{self.source_hash()}.so"
+
+    def stamp(self, cache: Path) -> Path:
+        path = self.path(cache)
+        return path.with_name(path.name + ".sha256")
+
+    def problems(self, cache: Path) -> list[str]:
+        library, stamp = self.path(cache), self.stamp(cache)
+        if not library.is_file() or not stamp.is_file():
+            return [f"shim {self.name}: {library} is missing (not built from the current {self.source.name})"]
+        if sha256_of(library) != stamp.read_text().strip():
+            return [f"shim {self.name}: {library} is corrupt (SHA-256 differs from the one recorded at build time)"]
+        return []
+
+
+def shims() -> dict[str, Shim]:
+    """Every infra/shims/*.c, by its file name."""
+    return {path.stem: Shim(path.stem, path) for path in sorted(SHIMS_DIR.glob("*.c"))}
+
+
 @dataclass(frozen=True)
 class Lock:
     jar_sets: dict[str, JarSet]
     go_tools: dict[str, GoTool]
     local_tools: dict[str, LocalGoTool] = field(default_factory=dict)
+    shims: dict[str, Shim] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -177,6 +216,7 @@ class ArtifactPaths:
     minio: Path
     toxiproxy: Path
     s3proxy: Path
+    shims: dict[str, Path] = field(default_factory=dict)   # name -> the built .so (infra/shims/<name>.c)
 
 
 def load_lock(path: Path = LOCK_PATH) -> Lock:
@@ -190,7 +230,7 @@ def load_lock(path: Path = LOCK_PATH) -> Lock:
         for name, entry in raw["maven"].items()
     }
     go_tools = {name: GoTool(name=name, **entry) for name, entry in raw["go"].items()}
-    return Lock(jar_sets, go_tools, local_go_tools())
+    return Lock(jar_sets, go_tools, local_go_tools(), shims())
 
 
 def problems(lock: Lock, cache: Path | None = None) -> list[str]:
@@ -202,6 +242,8 @@ def problems(lock: Lock, cache: Path | None = None) -> list[str]:
         found += tool.problems(cache)
     for local in lock.local_tools.values():
         found += local.problems(cache)
+    for shim in lock.shims.values():
+        found += shim.problems(cache)
     return found
 
 
@@ -228,6 +270,7 @@ def _paths(lock: Lock, cache: Path) -> ArtifactPaths:
         minio=lock.go_tools["minio"].path(cache),
         toxiproxy=lock.go_tools["toxiproxy"].path(cache),
         s3proxy=lock.local_tools["s3proxy"].path(cache),
+        shims={name: shim.path(cache) for name, shim in lock.shims.items()},
     )
 
 
@@ -344,6 +387,26 @@ def _build_local_tool(tool: LocalGoTool, cache: Path, progress: Progress) -> Non
     tool.stamp(cache).write_text(sha256_of(destination) + "\n")
 
 
+def _build_shim(shim: Shim, cache: Path, progress: Progress) -> None:
+    """`cc -shared` of one infra/shims/*.c into cache/lib/<name>-<source hash>.so."""
+    if not shim.problems(cache):
+        progress(f"shim {shim.name}: {shim.path(cache)} verified")
+        return
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise ArtifactError(f"no C compiler (cc or gcc) on PATH, needed once to build the shim {shim.name}; "
+                            "install gcc and run: make setup")
+    destination = shim.path(cache)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    progress(f"shim {shim.name}: building from {shim.source}")
+    with tempfile.TemporaryDirectory(dir=cache) as staging:
+        built = Path(staging) / destination.name
+        _run([compiler, "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(built), str(shim.source), "-ldl"],
+             f"build of the shim {shim.name}")
+        shutil.move(str(built), destination)
+    shim.stamp(cache).write_text(sha256_of(destination) + "\n")
+
+
 def fetch(lock: Lock | None = None, cache: Path | None = None, progress: Progress = _stderr) -> None:
     """Make every pinned artifact present and verified (idempotent)."""
     lock = lock or load_lock()
@@ -355,6 +418,8 @@ def fetch(lock: Lock | None = None, cache: Path | None = None, progress: Progres
         _fetch_go_tool(tool, cache, progress)
     for local in lock.local_tools.values():
         _build_local_tool(local, cache, progress)
+    for shim in lock.shims.values():
+        _build_shim(shim, cache, progress)
     check(lock, cache)
 
 
