@@ -86,8 +86,36 @@ class JarSet:
         return [self.directory(cache) / jar for jar in sorted(self.jars)]
 
 
+class _Built:
+    """An artifact built here, with the SHA-256 recorded at build time beside it (`<file>.sha256`)."""
+
+    name: str
+
+    def path(self, cache: Path) -> Path:
+        raise NotImplementedError
+
+    def _label(self) -> str:
+        return self.name
+
+    def _unbuilt(self) -> str:
+        """What a missing file means, after "is missing"."""
+        return ""
+
+    def stamp(self, cache: Path) -> Path:
+        path = self.path(cache)
+        return path.with_name(path.name + ".sha256")
+
+    def problems(self, cache: Path) -> list[str]:
+        built, stamp = self.path(cache), self.stamp(cache)
+        if not built.is_file() or not stamp.is_file():
+            return [f"{self._label()}: {built} is missing{self._unbuilt()}"]
+        if sha256_of(built) != stamp.read_text().strip():
+            return [f"{self._label()}: {built} is corrupt (SHA-256 differs from the one recorded at build time)"]
+        return []
+
+
 @dataclass(frozen=True)
-class GoTool:
+class GoTool(_Built):
     """A server built from a pinned Go module version."""
 
     name: str
@@ -100,20 +128,9 @@ class GoTool:
     def path(self, cache: Path) -> Path:
         return cache / "bin" / f"{self.binary}-{self.version}"
 
-    def stamp(self, cache: Path) -> Path:
-        return self.path(cache).with_name(self.path(cache).name + ".sha256")
-
-    def problems(self, cache: Path) -> list[str]:
-        binary, stamp = self.path(cache), self.stamp(cache)
-        if not binary.is_file() or not stamp.is_file():
-            return [f"{self.name}: {binary} is missing"]
-        if sha256_of(binary) != stamp.read_text().strip():
-            return [f"{self.name}: {binary} is corrupt (SHA-256 differs from the one recorded at build time)"]
-        return []
-
 
 @dataclass(frozen=True)
-class LocalGoTool:
+class LocalGoTool(_Built):
     """A server built from Go source in this repository (standard library only: nothing to download or pin)."""
 
     name: str
@@ -139,17 +156,8 @@ class LocalGoTool:
     def path(self, cache: Path) -> Path:
         return cache / "bin" / f"{self.binary}-{self.source_hash()}"
 
-    def stamp(self, cache: Path) -> Path:
-        path = self.path(cache)
-        return path.with_name(path.name + ".sha256")
-
-    def problems(self, cache: Path) -> list[str]:
-        binary, stamp = self.path(cache), self.stamp(cache)
-        if not binary.is_file() or not stamp.is_file():
-            return [f"{self.name}: {binary} is missing (not built from the current source in {self.source})"]
-        if sha256_of(binary) != stamp.read_text().strip():
-            return [f"{self.name}: {binary} is corrupt (SHA-256 differs from the one recorded at build time)"]
-        return []
+    def _unbuilt(self) -> str:
+        return f" (not built from the current source in {self.source})"
 
 
 # Built from this repository, not pinned in the lock file: the source is the pin.
@@ -165,7 +173,7 @@ SHIMS_DIR = INFRA_DIR / "shims"
 
 
 @dataclass(frozen=True)
-class Shim:
+class Shim(_Built):
     """A shared library preloaded (LD_PRELOAD) into a process to interpose on libc calls, built with the C compiler
     from one file in infra/shims/ (nothing downloaded: the source is the pin)."""
 
@@ -181,17 +189,11 @@ class Shim:
     def path(self, cache: Path) -> Path:
         return cache / "lib" / f"{self.name}-{self.source_hash()}.so"
 
-    def stamp(self, cache: Path) -> Path:
-        path = self.path(cache)
-        return path.with_name(path.name + ".sha256")
+    def _label(self) -> str:
+        return f"shim {self.name}"
 
-    def problems(self, cache: Path) -> list[str]:
-        library, stamp = self.path(cache), self.stamp(cache)
-        if not library.is_file() or not stamp.is_file():
-            return [f"shim {self.name}: {library} is missing (not built from the current {self.source.name})"]
-        if sha256_of(library) != stamp.read_text().strip():
-            return [f"shim {self.name}: {library} is corrupt (SHA-256 differs from the one recorded at build time)"]
-        return []
+    def _unbuilt(self) -> str:
+        return f" (not built from the current {self.source.name})"
 
 
 def shims() -> dict[str, Shim]:

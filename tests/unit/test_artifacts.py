@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
 
 from infra import artifacts
-from infra.artifacts import GoTool, JarPin, JarSet, LocalGoTool, Lock
+from infra.artifacts import GoTool, JarPin, JarSet, LocalGoTool, Lock, Shim
 from infra.errors import ArtifactError
 
 
@@ -187,6 +188,30 @@ def test_a_local_tool_is_built_once_per_source(tmp_path, cache, monkeypatch):
     assert command[:3] == ["go", "build", "-trimpath"] and cwd == tool.source
     assert env["GOTOOLCHAIN"] == "local" and env["CGO_ENABLED"] == "0" and env["GOFLAGS"] == "-modcacherw"
     assert tool.path(cache).read_bytes() == b"\x7fELF built"
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+def test_a_shim_is_compiled_once_per_source_and_rebuilt_when_it_changes(tmp_path, cache):
+    source = tmp_path / "demo.c"
+    source.write_text("int chaos_demo(void) { return 1; }\n")
+    shim = Shim("demo", source)
+    lock = Lock({}, {}, {}, {"demo": shim})
+    assert "missing" in artifacts.problems(lock, cache)[0]
+    artifacts.fetch(lock, cache, progress=lambda m: None)
+    first = shim.path(cache)
+    assert first.read_bytes()[:4] == b"\x7fELF" and artifacts.problems(lock, cache) == []
+    source.write_text("int chaos_demo(void) { return 2; }\n")
+    assert "current demo.c" in artifacts.problems(lock, cache)[0]
+    artifacts.fetch(lock, cache, progress=lambda m: None)
+    assert shim.path(cache) != first and artifacts.problems(lock, cache) == []
+
+
+def test_a_shim_that_does_not_compile_is_named(tmp_path, cache):
+    source = tmp_path / "broken.c"
+    source.write_text("int chaos_demo(void) { return }\n")
+    lock = Lock({}, {}, {}, {"broken": Shim("broken", source)})
+    with pytest.raises(ArtifactError, match="shim broken"):
+        artifacts.fetch(lock, cache, progress=lambda m: None)
 
 
 def test_artifact_name_strips_versions():
