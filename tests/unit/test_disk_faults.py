@@ -202,3 +202,19 @@ def test_a_local_disk_failure_repeating_is_an_outage_only_with_the_switch_on():
     for _ in range(3):
         off.failed(cause)
     assert off.repeating()  # the switch off: the repeat rule stops the job (exit 7), as measured
+
+
+def test_a_run_on_a_stack_without_the_shim_skips_both_arms_and_starts_nothing(tmp_path):
+    from chaos.checks.arm import skipped_reason
+    from chaos.history import read_history
+    from chaos.run import _run_arms
+
+    spec = load_experiment(ROOT / "experiments" / "disk-full.yaml")
+    stack = SimpleNamespace(info=SimpleNamespace(preloaded={}, backend="containers"),
+                            reset=lambda: pytest.fail("an arm was started"))
+    said: list[str] = []
+    _run_arms(stack, tmp_path, "disk-full", spec, None, said.append, lambda: 0.0, None)
+    for arm in ("hardened", "naive"):
+        reason = skipped_reason(read_history(tmp_path / "disk-full" / arm / "history.jsonl"))
+        assert reason is not None and "the containers backend's stack preloads none" in reason, reason
+    assert [line.split(" arm SKIPPED")[0] for line in said] == ["== disk-full: hardened", "== disk-full: naive"]
