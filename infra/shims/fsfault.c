@@ -16,7 +16,8 @@
  * costs one array load. Files already open when the fault is switched on are failed too (RocksDB keeps its WAL and
  * MANIFEST open). Opening itself never fails: a full disk still lets files be created; their writes fail.
  * Not covered: stdio (fopen/fwrite: RocksDB's info LOG), mmap'ed reads (off by default in RocksDB), descriptors made
- * by dup.
+ * by dup. A descriptor closed by a call not wrapped here (fclose, close_range) keeps its mark until its number is
+ * opened again through a wrapped call: while a fault is on, whatever reuses that number meanwhile (a socket) fails too.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
