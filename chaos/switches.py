@@ -87,6 +87,10 @@ def _switches() -> dict[str, Switch]:
         Switch("stop_on_repeat", "a failure that repeats the same way on every restart stops the job with exit 7 "
                "(off: the job restarts through the repeats until its failure budget is spent)",
                {"stop_on_repeat": False}),
+        Switch("local_disk_outage", "a failure of the executors' local disk (ENOSPC, EIO under RocksDB) is restarted "
+               "as an outage within the failure budget (off: it repeats the same way on every restart, and the repeat "
+               "rule stops the job with exit 7)",
+               {"local_disk_outage": False}),
         Switch("stop_on_takeover", "a deployment whose lease another one took over stops with exit 6 before its "
                "next commit (off: it goes on writing beside the new holder)",
                {"stop_on_takeover": False}),

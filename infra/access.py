@@ -58,6 +58,11 @@ class StackInfo:
     workers: list[str] = field(default_factory=lambda: ["spark-worker"])
     replication_factor: int = 1   # what the harness creates topics with
     min_insync_replicas: int = 1
+    # shim -> the workers that preload it (infra/preloads.py); empty where workers preload nothing (the containers
+    # backend, a target): faults that act through a shim cannot act there
+    preloaded: dict[str, list[str]] = field(default_factory=dict)
+    # worker -> the control file of the fsfault shim its executors preload (disk faults switch it on and off)
+    disk_fault_controls: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

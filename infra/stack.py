@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol, Self, TypeVar
 
-from . import artifacts, components, registry
+from . import artifacts, components, preloads, registry
 from .access import Credentials, DriverSlot, KafkaLogin, StackInfo
 from .artifacts import ArtifactPaths
 from .cds import ArchiveSet, ClassArchives
@@ -217,6 +217,14 @@ class Stack(StartedInContext):
         (config / "kafka-log4j2.properties").write_text(components.KAFKA_LOG4J)
         for worker in shape.worker_names:
             self._worker_dir(worker).mkdir(parents=True, exist_ok=True)
+        # The shims a local worker preloads (infra/preloads.py); a worker in a container runs without them.
+        preload_env = {worker: preloads.worker_env(host_artifacts.shims, self.stack_dir, worker)
+                       if self.backend.name == "local" else {} for worker in shape.worker_names}
+        disk_fault_controls = {worker: env["FSFAULT_CONTROL"] for worker, env in preload_env.items()
+                               if "FSFAULT_CONTROL" in env}
+        for worker, control in disk_fault_controls.items():
+            Path(control).parent.mkdir(parents=True, exist_ok=True)
+            preloads.local_dir(self.stack_dir, worker).mkdir(parents=True, exist_ok=True)
         self._toxiproxy = ToxiproxyClient(LOOPBACK, ports.toxiproxy_api)
         self._s3proxy = S3ProxyClient(f"http://{LOOPBACK}:{ports.s3proxy_api}")
         if self.s3_tls:
@@ -235,7 +243,8 @@ class Stack(StartedInContext):
             components.spark_master(runtime, ports),
             # Executors inherit the worker's environment: that is how they get the S3 credentials.
             *(components.spark_worker(runtime, ports, self._worker_dir(worker), self.worker_cores,
-                                      self.worker_memory, env=self._secrets_env(), node=node, name=worker)
+                                      self.worker_memory, env={**self._secrets_env(), **preload_env[worker]},
+                                      node=node, name=worker)
               for node, worker in enumerate(shape.worker_names, start=1)),
         ]
         seconds: dict[str, float] = {}
@@ -286,6 +295,8 @@ class Stack(StartedInContext):
             workers=shape.worker_names,
             replication_factor=shape.replication_factor,
             min_insync_replicas=shape.min_insync_replicas,
+            preloaded=preloads.preloaded(host_artifacts.shims, preload_env),
+            disk_fault_controls=disk_fault_controls,
         )
         (self.stack_dir / "stack.json").write_text(self.info.to_json())
         return self.info
@@ -462,8 +473,12 @@ class Stack(StartedInContext):
 
     def reset(self) -> None:
         """Between experiments: every toxic removed, every proxy enabled, every s3proxy rule removed and every
-        request it holds released (forwarded); processes keep running. Both are tried; the first failure is raised."""
+        request it holds released (forwarded), every disk fault switched off; processes keep running. All are tried;
+        the first failure is raised."""
         failures: list[InfraError] = []
+        if self._info is not None:
+            for control in self._info.disk_fault_controls.values():
+                Path(control).unlink(missing_ok=True)
         if self._toxiproxy is not None:
             try:
                 self.toxiproxy.reset()

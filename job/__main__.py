@@ -42,7 +42,7 @@ from .progress import ProgressFileListener
 from .repair_plan import input_gap
 from .settings import Settings, add_arguments, parser, settings_from
 from .sink import BatchWriter
-from .supervisor import BudgetExceeded, RestartPolicy, classify, root_cause
+from .supervisor import BudgetExceeded, RestartPolicy, classify, local_disk, root_cause
 
 EXIT_BAD_ARGUMENTS = 2
 EXIT_STOPPED, EXIT_FAILED, EXIT_REFUSED, EXIT_BUDGET, EXIT_INTEGRITY, EXIT_LEASE_LOST, EXIT_REPEATING = (
@@ -192,14 +192,17 @@ class Job:
         earliest = _earliest_offsets(self._session(state), self.deployment.kafka_bootstrap_servers, options, start)
         return input_gap(start, earliest)
 
-    def _failed(self, policy: RestartPolicy, state: _RunState, kind: str, cause: str) -> int | None:
+    def _failed(self, policy: RestartPolicy, state: _RunState, kind: str, cause: str, text: str = "") -> int | None:
         """A failed attempt: an exit code, or None after backing off for a restart (which verifies the checkpoint
-        first when the failure names it)."""
+        first when the failure names it). `text`: the whole failure, where a local disk's error is told."""
         if kind == "fatal" or not self.settings.supervise:
             say(f"query failed: {cause}")
             return EXIT_LEASE_LOST if "LeaseLost" in cause or "lost the lease" in cause else EXIT_FAILED
+        disk = self.settings.local_disk_outage and local_disk(text)
+        if disk:
+            kind = "local disk"  # the checkpoint is intact: nothing to verify; restarted until the disk is back
         try:
-            backoff = policy.failed(cause)
+            backoff = policy.failed(cause, outage=disk)
         except BudgetExceeded as exceeded:
             say(f"stopped: {exceeded}")
             return EXIT_BUDGET
@@ -249,7 +252,7 @@ class Job:
                     if self.stop_requested:
                         return EXIT_STOPPED  # stopped while starting: the failure is the stop's doing
                     named = f"{type(error).__module__}.{type(error).__name__}: {error}"  # the name says LeaseLost
-                    code = self._failed(policy, state, classify(named), root_cause(named))
+                    code = self._failed(policy, state, classify(named), root_cause(named), named)
                     if code is not None:
                         return code
                     continue
@@ -271,7 +274,7 @@ class Job:
                     return EXIT_STOPPED
                 text = str(failure)
                 cause = root_cause(text)
-                code = self._failed(policy, state, classify(f"{cause}\n{text}"), cause)
+                code = self._failed(policy, state, classify(f"{cause}\n{text}"), cause, text)
                 if code is not None:
                     return code
         finally:

@@ -64,6 +64,7 @@ class Settings:
     aggregate_state: bool = False
     stop_on_repeat: bool = False     # a failure repeating on every restart stops the job (exit 7; job/supervisor.py)
     stop_on_takeover: bool = False   # a lease taken over by another deployment stops the job (exit 6; job/lease.py)
+    local_disk_outage: bool = False  # a full or failing local disk is an outage, not a repeat (job/supervisor.py)
     s3a_options: dict[str, str] = field(default_factory=dict)        # spark.hadoop.fs.s3a.* for the job
     spark_options: dict[str, str] = field(default_factory=dict)      # other Spark settings, set at start
     state_store_options: dict[str, str] = field(default_factory=dict)  # spark.sql.streaming.stateStore.*
@@ -123,6 +124,10 @@ def hardened(topic: str, deployment: str, progress_file: str, **overrides) -> Se
         # issue 15: a failure that comes back the same way on every restart (a checkpoint file Spark cannot read)
         # stops the job within a minute (exit 7) instead of spending the budget on it.
         stop_on_repeat=True,
+        # 005 (issue 40): a local disk that is full or failing under RocksDB fails every restart the same way until
+        # it is back; the checkpoint is intact, so that is an outage the budget bounds, not a repeat to stop on
+        # (measured: without it a 30 s ENOSPC stopped the job with exit 7 after 4 failures in ~10 s).
+        local_disk_outage=True,
         # 001: a deployment whose lease another one took over (after a lapse) stops before its next commit (exit 6).
         stop_on_takeover=True,
         # 002/004: an S3 call gives up in bounded time (a silent connection after 15 s, a whole request after

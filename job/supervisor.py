@@ -46,6 +46,10 @@ OUT_OF_REACH = (UNREACHABLE + r"|TimeoutException|[Tt]imed out|timeout|SlowDown|
                 r"|[Ss]tatus [Cc]ode:? 5\d\d|\b50[0-4] [A-Z]"
                 r"|NotLeaderOrFollower|node assignment|disconnected|LeaseUnconfirmed")
 REPEATS_BEFORE_STOP = 3
+# Issue 40 (incident 005): the executors' local disk full or failing under RocksDB (its own IOError text, or the
+# JVM's). The checkpoint in S3 is intact and the state is restored from it once the disk works again, so with
+# Settings.local_disk_outage such a failure is an outage, bounded by the budget, never stopped as a repeat.
+LOCAL_DISK = r"No space left on device|Input/output error"
 
 
 def first_line(text: str | None, limit: int = 300) -> str:
@@ -102,6 +106,12 @@ def signature(cause: str) -> str:
     return re.sub(r"\d+", "#", text)[:200]
 
 
+def local_disk(description: str) -> bool:
+    """The failure says a local disk is full or failing (matched on the whole text: RocksDB's message puts the errno
+    after a long local path, past what a cause line keeps)."""
+    return bool(re.search(LOCAL_DISK, description or ""))
+
+
 def out_of_reach(cause: str) -> bool:
     # A stage Spark gave up on failed every attempt: its repeat is a repeat, whatever its last attempt met (an
     # executor killed by its own task, a poison batch, reads like one lost to an outage).
@@ -125,14 +135,15 @@ class RestartPolicy:
     repair_tried: bool = False  # a repeating failure got one verification of the checkpoint since the last batch
     stop_on_repeat: bool = True  # the repeat rule (Settings.stop_on_repeat); off: a repeat restarts like any failure
 
-    def failed(self, cause: str) -> float:
-        """Record a failure; return the backoff before the restart, or raise BudgetExceeded."""
+    def failed(self, cause: str, outage: bool = False) -> float:
+        """Record a failure; return the backoff before the restart, or raise BudgetExceeded. `outage`: it is out of
+        reach whatever its cause line says (a local disk failure: `local_disk`)."""
         now = self.clock()
         self.failures.append((now, cause))
         while self.failures and now - self.failures[0][0] > self.window_s:
             self.failures.popleft()
         self.consecutive += 1
-        self.streak.append((signature(cause), out_of_reach(cause)))
+        self.streak.append((signature(cause), outage or out_of_reach(cause)))
         if len(self.failures) > self.budget:
             causes = "; ".join(dict.fromkeys(c for _, c in list(self.failures)[-3:]))
             raise BudgetExceeded(f"failure budget exceeded: {len(self.failures)} failures within "

@@ -1,7 +1,8 @@
 """What a fault kind is: its declaration (`FaultKind`: targets, params, validation, workload shaping, implementation)
 and the protocol of its implementation (`BaseFault`: inject then heal, recorded in the history).
 
-A fault kind lives in one module of its family (network.py, process.py, broker.py, checkpoint.py, data.py, s3.py):
+A fault kind lives in one module of its family (network.py, process.py, broker.py, checkpoint.py, data.py, s3.py,
+disk.py):
 the module declares `KINDS`, and chaos/faults/registry.py finds each by name. Nothing else names a kind: the spec
 validates a fault with its kind's params and `validate`, the runner builds its `implementation` and plans its
 `reshape`, and every other module asks the kind what it declares (`momentary`, `restarts_processes`, `kills`,
@@ -93,6 +94,8 @@ class Needs:
     toxiproxy: bool = False  # a Toxiproxy proxy in front of the component it targets
     s3_fault_proxy: bool = False  # the S3 fault proxy (s3proxy) in the job's S3 path
     hook: bool = False  # a way to signal the process it targets: on a target, a hook (the job's driver is ours)
+    # a shim (infra/shims/<name>.c) the Spark workers preload: only local stacks do (infra/preloads.py)
+    shim: str = ""
     # Files outside chaos/faults/ (fnmatch patterns) that serve this kind, and no kind that does not name them.
     code: tuple[str, ...] = ()
 

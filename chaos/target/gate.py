@@ -3,12 +3,13 @@ reason, before anything of it starts, and never reported as PASSED (chaos/verdic
 
 A pure function of the target file, what the target stack found when it started (its brokers' proxies, whether an
 S3 fault proxy is in the path) and the experiment, so the rules are tested without a target (tests/unit). What a
-fault needs is what its kind declares (`needs`: a Toxiproxy proxy, the S3 fault proxy, a hook; `kills`: what it
-killed must come back), never its name.
+fault needs is what its kind declares (`needs`: a Toxiproxy proxy, the S3 fault proxy, a hook, a preloaded shim;
+`kills`: what it killed must come back), never its name. A stack this suite starts is gated on its preloaded shims
+too (`preload_missing`: the containers backend preloads none).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..faults import registry as fault_registry  # by module: its kinds are read when an arm is gated
 from ..faults.base import FaultError, FaultKind
@@ -49,6 +50,20 @@ def _hook_cannot(target: Target, brokers: list[str], fault, kind: FaultKind) -> 
     return None
 
 
+def preload_missing(preloaded: Mapping[str, list[str]], spec: ExperimentSpec, fault_indices: Iterable[int],
+                    where: str) -> str | None:
+    """Why the arm running `fault_indices` of `spec` cannot act on a stack whose workers preload `preloaded`
+    (StackInfo.preloaded: only the local backend's do), or None. `where` names the stack in the reason."""
+    for index in fault_indices:
+        fault = spec.faults[index]
+        shim = fault_registry.FAULTS[fault.fault].needs.shim
+        if shim and shim not in preloaded:
+            return (f"fault {index + 1} ({fault.fault} on {fault.target}): it acts through the shim {shim} preloaded "
+                    f"into the Spark workers, and {where} preloads none (only the local backend does: "
+                    f"infra/preloads.py)")
+    return None
+
+
 def skip_reason(target: Target, brokers: list[str], s3_fault_proxy: bool, spec: ExperimentSpec,
                 fault_indices: Iterable[int]) -> str | None:
     """Why the arm running `fault_indices` of `spec` cannot act on `target`, or None when every fault can.
@@ -74,6 +89,8 @@ def skip_reason(target: Target, brokers: list[str], s3_fault_proxy: bool, spec: 
             reason = _hook_cannot(target, brokers, fault, kind)
             if reason is not None:
                 return f"{what}: {reason}"
+        if kind.needs.shim:
+            return preload_missing({}, spec, [index], f"target {target.name}")
         if fault.on is not None and not s3_fault_proxy:
             # every lifecycle event, a driver's start included, is told from the job's requests the proxy sees
             return (f"{what}: its trigger ({', '.join(fault.on.events)}) watches the job's S3 requests, and target "
