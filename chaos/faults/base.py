@@ -1,9 +1,9 @@
 """What a fault kind is: its declaration (`FaultKind`: targets, params, validation, workload shaping, implementation)
 and the protocol of its implementation (`BaseFault`: inject then heal, recorded in the history).
 
-A fault kind lives in one module of its family (network.py, process.py, broker.py, checkpoint.py, data.py, s3.py):
-the module declares `KINDS`, and chaos/faults/registry.py finds each by name. Nothing else names a kind: the spec
-validates a fault with its kind's params and `validate`, the runner builds its `implementation` and plans its
+A fault kind lives in one module of its family (network.py, process.py, broker.py, checkpoint.py, data.py, s3.py,
+clock.py): the module declares `KINDS`, and chaos/faults/registry.py finds each by name. Nothing else names a kind:
+the spec validates a fault with its kind's params and `validate`, the runner builds its `implementation` and plans its
 `reshape`, and every other module asks the kind what it declares (`momentary`, `restarts_processes`, `kills`,
 `starts_deployment`, `min_brokers`, `needs`) instead of testing its name or family.
 
@@ -93,6 +93,9 @@ class Needs:
     toxiproxy: bool = False  # a Toxiproxy proxy in front of the component it targets
     s3_fault_proxy: bool = False  # the S3 fault proxy (s3proxy) in the job's S3 path
     hook: bool = False  # a way to signal the process it targets: on a target, a hook (the job's driver is ours)
+    # Shims (infra/shims/<name>.c) every start of the arm's job driver is preloaded with: the driver always runs on
+    # this host, on every backend and target, so this needs nothing of a target.
+    driver_shims: tuple[str, ...] = ()
     # Files outside chaos/faults/ (fnmatch patterns) that serve this kind, and no kind that does not name them.
     code: tuple[str, ...] = ()
 
@@ -138,6 +141,7 @@ class ArmControl(Protocol):
 
     job: ManagedProcess | None
     state: ArmState  # the deployment's topic and name
+    clock_file: Path | None  # the clock shim's control file of the arm's driver, when it runs with the shim
 
     @property
     def checkpoint_prefix(self) -> str: ...
