@@ -129,13 +129,13 @@ class CheckpointLease:
         return LeaseRecord(self.owner, self.instance, fencing, self._now_ms() + int(self.ttl_s * 1000),
                            socket.gethostname(), os.getpid(), int(self.ttl_s * 1000))
 
-    def _remaining_s(self, current: LeaseRecord, age_s: float) -> float:
+    def _remaining_s(self, current: LeaseRecord, age_s: float | None) -> float:
         """How long another deployment's lease still counts: by S3's clock (its last write's age against its TTL,
-        a second added for the whole-second headers) or, without store_clock or a TTL in the record (written by an
-        older job), by its wall-clock expiry against ours."""
+        a second added for the whole-second headers) or, without store_clock, a TTL in the record (written by an
+        older job) or an age (an answer without Date or Last-Modified), by its wall-clock expiry against ours."""
         if not current.expires_at_ms:
             return 0.0  # released
-        if self.store_clock and current.ttl_ms:
+        if self.store_clock and current.ttl_ms and age_s is not None:
             return current.ttl_ms / 1000 - age_s + 1.0
         return (current.expires_at_ms - self._now_ms()) / 1000
 

@@ -92,9 +92,10 @@ class ObjectStore:
             response.close()
             response.release_conn()
 
-    def get_aged(self, key: str) -> tuple[bytes, str, float]:
+    def get_aged(self, key: str) -> tuple[bytes, str, float | None]:
         """(content, etag, age in seconds): the age by S3's own clock, its answer's Date less the object's
-        Last-Modified (both whole seconds, so within a second), and so independent of this host's clock."""
+        Last-Modified (both whole seconds, so within a second), and so independent of this host's clock; None when
+        the answer lacks either header."""
         from email.utils import parsedate_to_datetime
 
         from minio.error import S3Error
@@ -107,9 +108,12 @@ class ObjectStore:
             raise
         try:
             data = response.read()
-            answered = parsedate_to_datetime(response.headers["Date"])
-            written = parsedate_to_datetime(response.headers["Last-Modified"])
-            return data, _etag(response.headers.get("ETag")), (answered - written).total_seconds()
+            try:
+                age: float | None = (parsedate_to_datetime(response.headers["Date"])
+                                     - parsedate_to_datetime(response.headers["Last-Modified"])).total_seconds()
+            except (KeyError, TypeError, ValueError):
+                age = None
+            return data, _etag(response.headers.get("ETag")), age
         finally:
             response.close()
             response.release_conn()
