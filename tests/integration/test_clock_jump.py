@@ -18,6 +18,8 @@ from chaos.history import HistoryWriter
 from chaos.outputs import read_progress
 from chaos.spec import Fault
 from chaos.workload import WorkloadSpec
+from job.lease import LeaseRecord
+from job.objectstore import ObjectStore
 
 pytestmark = pytest.mark.integration
 
@@ -60,6 +62,12 @@ def test_a_jump_moves_the_drivers_python_and_jvm_clocks_back_and_the_heal_brings
         before = _wait_for(arm, lambda skew: True, 180, "before the jump")
         jump.run_inject()
         behind = _wait_for(arm, lambda skew: skew[0] < -100 and skew[1] < -100, 60, "120 s behind")
+        # The lease the driver renews with its clock 120 s behind: its record's wall-clock expiry has passed by
+        # every other clock, while S3's own clock (through the stack's proxy, as the job reads it) says it is fresh.
+        store = ObjectStore.connect(stack.info.s3_endpoint, stack.credentials.access_key,
+                                    stack.credentials.secret_key, stack.info.bucket)
+        data, _, age_s = store.get_aged(f"{arm.checkpoint_prefix}/_lease")
+        record = LeaseRecord.from_bytes(data)
         jump.run_heal()
         healed = _wait_for(arm, lambda skew: abs(skew[0]) < 15 and abs(skew[1]) < 15, 60, "back on time")
     finally:
@@ -71,6 +79,7 @@ def test_a_jump_moves_the_drivers_python_and_jvm_clocks_back_and_the_heal_brings
     assert all(abs(side) < 15 for side in before), before
     # Python and the JVM both fell 120 s behind (less the seconds between a batch and this read)...
     assert all(-135 < side < -100 for side in behind), behind
+    assert record.expires_at_ms < time.time() * 1000 and age_s is not None and 0 <= age_s < record.ttl_ms / 1000
     assert all(abs(side) < 15 for side in healed), healed
     # ... and the hardened job saw the step back and restarted its query rather than let its trigger wait it out
     log = arm.job.log_path.read_text(errors="replace") if arm.job else ""
