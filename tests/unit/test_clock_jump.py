@@ -91,3 +91,31 @@ def test_a_step_back_past_the_threshold_is_seen_once_and_a_step_forward_is_not()
     clocks.tick(1)
     assert steps.stepped_back() == pytest.approx(120)
     assert steps.stepped_back() is None  # measured from the new clock on
+
+
+# -- stalled: the control's signature in clock-jump-session-gap (chaos/checks/progress.py) ------------------------
+def _phases_with(batches: list[tuple[float, int]]) -> list[dict]:
+    """steady 0-10 s, inject 10-70 s, recover 70-80 s, and a sample (t, batch_id) per entry."""
+    records: list[dict] = [{"t": 0.0, "type": "phase", "name": "steady", "boundary": "start"},
+                           {"t": 10.0, "type": "phase", "name": "steady", "boundary": "end"},
+                           {"t": 10.0, "type": "phase", "name": "inject", "boundary": "start"},
+                           {"t": 70.0, "type": "phase", "name": "inject", "boundary": "end"},
+                           {"t": 70.0, "type": "phase", "name": "recover", "boundary": "start"},
+                           {"t": 80.0, "type": "phase", "name": "recover", "boundary": "end"}]
+    records += [{"t": t, "type": "sample", "batch_id": batch} for t, batch in batches]
+    return sorted(records, key=lambda r: r["t"])
+
+
+def test_the_longest_stall_of_inject_and_recover_is_the_controls_signature():
+    from chaos.checks.progress import check_stalled, longest_stall
+    from chaos.checks.timeline import timeline
+
+    steady_stall = [(t, 1) for t in range(0, 10)]  # stuck in steady: not counted
+    waits = [(t, 2 + t // 2) for t in range(10, 30)] + [(t, 12) for t in range(30, 80)]  # stuck from 30 s on
+    tl = timeline(_phases_with(steady_stall + waits))
+    assert longest_stall(tl) == (30.0, 49.0)
+    assert check_stalled(tl, 45).verdict == "PASSED"
+    steady = timeline(_phases_with([(t, t // 2) for t in range(0, 80)]))
+    check = check_stalled(steady, 45)
+    assert check.verdict == "FAILED" and check.measured == "longest stall 1.0s from t=10.0s"
+    assert check_stalled(timeline(_phases_with([])), 45).verdict == "NODATA"
