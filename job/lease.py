@@ -11,13 +11,14 @@ Here every deployment holds `<checkpoint>/_lease` before it starts Spark:
   raised by one. Two deployments racing for the same expired lease: exactly one If-Match wins.
 - renew: every `ttl/3`, replace-if-unchanged with a new expiry. A failed precondition means someone else took
   the lease: it is lost for good.
-- before every batch's output (job/sink.py) the holder checks it still holds a lease that has not expired by its
-  own clock; if it cannot prove that, it stops before writing anything. Proof that another deployment took the
-  lease over ends the deployment (LeaseLost). A lease that ran out while S3 could not be reached only fails the
-  batch (LeaseUnconfirmed): nobody is known to hold it, and the next attempt's renewal, conditional on the ETag
-  this deployment last wrote, either proves nobody wrote the lease since (it goes on) or finds the new holder
-  (LeaseLost). A restarted query checks the lease before it starts (job/__main__.py), so a deployment that was
-  taken over during a lapse writes nothing more, not even the next offsets entry (docs/job.md has the history).
+- before every batch's output (job/sink.py) the holder renews the lease conditionally, or, while S3 cannot be
+  reached, checks it has not expired by its own clock (see Clocks below); if it cannot prove that, it stops before
+  writing anything. Proof that another deployment took the lease over ends the deployment (LeaseLost). A lease that
+  ran out while S3 could not be reached only fails the batch (LeaseUnconfirmed): nobody is known to hold it, and the
+  next attempt's renewal, conditional on the ETag this deployment last wrote, either proves nobody wrote the lease
+  since (it goes on) or finds the new holder (LeaseLost). A restarted query checks the lease before it starts
+  (job/__main__.py), so a deployment that was taken over during a lapse writes nothing more, not even the next
+  offsets entry (docs/job.md has the history).
 - stop: renewal ends and the lease runs out after its TTL (it is never deleted: MinIO ignores If-Match on
   DELETE, so a delete could remove another deployment's fresh lease). A restarted instance of the same
   deployment takes it back at once; another deployment waits for the expiry.
@@ -232,7 +233,8 @@ class CheckpointLease:
         """Prove this process holds the lease now, or raise LeaseLost or LeaseUnconfirmed. Called before each batch
         is computed, again before its output is written, and before a restarted query starts: a conditional renewal
         per call, so a takeover is seen before the next batch commits, not only at the next renewal period. If S3
-        cannot be reached, the lease still counts until its expiry by our own clock (the batch's own S3 writes fail
+        cannot be reached, the lease still counts until its expiry by our own clock (the monotonic clock with
+        store_clock: _holds_by_own_clock) (the batch's own S3 writes fail
         anyway meanwhile); past it the batch stops with LeaseUnconfirmed, and a later check that reaches S3 renews
         the lease or loses it. Any other failure to renew past the expiry (an answer such as access denied, or a
         bug) is a loss, as it always was."""
