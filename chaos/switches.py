@@ -94,6 +94,13 @@ def _switches() -> dict[str, Switch]:
         Switch("stop_on_takeover", "a deployment whose lease another one took over stops with exit 6 before its "
                "next commit (off: it goes on writing beside the new holder)",
                {"stop_on_takeover": False}),
+        Switch("lease_store_clock", "lease expiry judged by S3's clock (the age of the lease's last write) and the "
+               "holder's own by the monotonic clock since its last renewal (off: by the wall-clock expiry times in "
+               "the records, so a holder whose clock runs behind writes leases already expired to everyone else)",
+               {"lease_store_clock": False}),
+        Switch("restart_on_clock_step", "a wall-clock step back restarts the query, whose processing-time trigger "
+               "waits by the wall clock (off: no batch for as long as the clock stepped back)",
+               {"restart_on_clock_step": False}),
     )
     return {switch.name: switch for switch in entries}
 

@@ -201,6 +201,18 @@ def shims() -> dict[str, Shim]:
     return {path.stem: Shim(path.stem, path) for path in sorted(SHIMS_DIR.glob("*.c"))}
 
 
+def shim_library(name: str, cache: Path | None = None) -> Path:
+    """The built library of infra/shims/<name>.c, verified; one line naming the fix otherwise."""
+    shim = shims().get(name)
+    if shim is None:
+        raise ArtifactError(f"no shim {name}: infra/shims/{name}.c is missing; restore it from git")
+    cache = cache or cache_dir()
+    found = shim.problems(cache)
+    if found:
+        raise ArtifactError(f"artifact {found[0]}; run: {FIX_COMMAND}")
+    return shim.path(cache)
+
+
 @dataclass(frozen=True)
 class Lock:
     jar_sets: dict[str, JarSet]

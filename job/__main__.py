@@ -35,6 +35,7 @@ from pyspark.sql import SparkSession
 
 from . import sessions
 from . import spark as deploy
+from .clock import WallClockSteps
 from .integrity import Integrity, IntegrityError
 from .lease import CheckpointLease, LeaseHeld
 from .objectstore import ObjectStore
@@ -143,7 +144,8 @@ class Job:
             if settings.lease:
                 self.lease = CheckpointLease(store, f"{self.checkpoint_key}/_lease", settings.deployment,
                                              self.checkpoint_uri, ttl_s=settings.lease_ttl_ms / 1000, say=say,
-                                             stop_when_lost=settings.stop_on_takeover)
+                                             stop_when_lost=settings.stop_on_takeover,
+                                             store_clock=settings.lease_store_clock)
             if settings.verify_state:
                 self.integrity = Integrity(store, self.checkpoint_key, self.output_key, say=say)
         try:
@@ -257,18 +259,27 @@ class Job:
                         return code
                     continue
                 # Short waits so a stop request or a lost lease is seen promptly (handlers run between py4j calls).
+                steps = WallClockSteps(settings.trigger_ms / 1000 + 1.0) if settings.restart_on_clock_step else None
+                stepped = None
                 while (query.isActive and not self.stop_requested and not self.lease_lost
                        and (deadline is None or time.monotonic() < deadline)):
                     try:
                         query.awaitTermination(1)
                     except StreamingQueryException:
                         break  # the query failed: query.exception() below says how
+                    stepped = steps.stepped_back() if steps is not None else None
+                    if stepped is not None:
+                        break
                 failure = query.exception()
                 if query.isActive:
                     query.stop()
                 if self.lease_lost:
                     say(f"stopped: {self.lease_lost[0]}")
                     return EXIT_LEASE_LOST
+                if stepped is not None and failure is None and not self.stop_requested:
+                    # Its trigger would wait out the step (job/clock.py): a new query starts from the clock as it is.
+                    say(f"the wall clock stepped back {stepped:.0f} s: the query is restarted, its trigger anew")
+                    continue
                 if failure is None or self.stop_requested:
                     self._record_after_stop()
                     return EXIT_STOPPED

@@ -11,19 +11,24 @@ Here every deployment holds `<checkpoint>/_lease` before it starts Spark:
   raised by one. Two deployments racing for the same expired lease: exactly one If-Match wins.
 - renew: every `ttl/3`, replace-if-unchanged with a new expiry. A failed precondition means someone else took
   the lease: it is lost for good.
-- before every batch's output (job/sink.py) the holder checks it still holds a lease that has not expired by its
-  own clock; if it cannot prove that, it stops before writing anything. Proof that another deployment took the
-  lease over ends the deployment (LeaseLost). A lease that ran out while S3 could not be reached only fails the
-  batch (LeaseUnconfirmed): nobody is known to hold it, and the next attempt's renewal, conditional on the ETag
-  this deployment last wrote, either proves nobody wrote the lease since (it goes on) or finds the new holder
-  (LeaseLost). A restarted query checks the lease before it starts (job/__main__.py), so a deployment that was
-  taken over during a lapse writes nothing more, not even the next offsets entry (docs/job.md has the history).
+- before every batch's output (job/sink.py) the holder renews the lease conditionally, or, while S3 cannot be
+  reached, checks it has not expired by its own clock (see Clocks below); if it cannot prove that, it stops before
+  writing anything. Proof that another deployment took the lease over ends the deployment (LeaseLost). A lease that
+  ran out while S3 could not be reached only fails the batch (LeaseUnconfirmed): nobody is known to hold it, and the
+  next attempt's renewal, conditional on the ETag this deployment last wrote, either proves nobody wrote the lease
+  since (it goes on) or finds the new holder (LeaseLost). A restarted query checks the lease before it starts
+  (job/__main__.py), so a deployment that was taken over during a lapse writes nothing more, not even the next
+  offsets entry (docs/job.md has the history).
 - stop: renewal ends and the lease runs out after its TTL (it is never deleted: MinIO ignores If-Match on
   DELETE, so a delete could remove another deployment's fresh lease). A restarted instance of the same
   deployment takes it back at once; another deployment waits for the expiry.
 
-Clocks: expiry is wall-clock milliseconds. Every deployment here runs on one host; across hosts the TTL must
-exceed the clock skew.
+Clocks (issue 40): with `store_clock` (Settings.lease_store_clock), no host's wall clock decides an expiry. Another
+deployment's lease has expired when its last write is older than its TTL by S3's clock (the answer's Date less the
+object's Last-Modified), and the holder's own lease counts, while S3 cannot be reached, until its TTL has passed on
+the monotonic clock since its last successful renewal was sent (never later than S3 sees it expire). Without it,
+expiry is the wall-clock time written in the record: a holder whose clock runs behind by more than the TTL writes
+records that are already expired to everyone else, and a waiting deployment takes a lease that is being renewed.
 """
 from __future__ import annotations
 
@@ -80,6 +85,7 @@ class LeaseRecord:
     expires_at_ms: int  # 0 when released
     host: str
     pid: int
+    ttl_ms: int = 0     # the holder's TTL: how long after its last write (by S3's clock) the lease counts
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -87,13 +93,14 @@ class LeaseRecord:
     @classmethod
     def from_bytes(cls, data: bytes) -> LeaseRecord:
         raw = json.loads(data)
-        return cls(**{name: raw[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: raw[name] for name in cls.__dataclass_fields__ if name in raw})
 
 
 class CheckpointLease:
     def __init__(self, store: ObjectStore, key: str, owner: str, checkpoint_uri: str, ttl_s: float = 15.0,
                  clock: Callable[[], float] = time.time, say: Callable[[str], None] = print,
-                 stop_when_lost: bool = True):
+                 stop_when_lost: bool = True, store_clock: bool = False,
+                 monotonic: Callable[[], float] = time.monotonic):
         self.store = store
         self.key = key
         self.owner = owner
@@ -108,6 +115,9 @@ class CheckpointLease:
         # Off (Settings.stop_on_takeover false): a lease taken over is said once and ignored; the deployment goes on
         # writing beside the new holder, which is what the switch exists to show.
         self.stop_when_lost = stop_when_lost
+        self.store_clock = store_clock
+        self.monotonic = monotonic
+        self._renewed_at: float | None = None  # monotonic time the last successful write of the lease was sent
         self._said_going_on = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -118,39 +128,60 @@ class CheckpointLease:
 
     def _new_record(self, fencing: int) -> LeaseRecord:
         return LeaseRecord(self.owner, self.instance, fencing, self._now_ms() + int(self.ttl_s * 1000),
-                           socket.gethostname(), os.getpid())
+                           socket.gethostname(), os.getpid(), int(self.ttl_s * 1000))
+
+    def _remaining_s(self, current: LeaseRecord, age_s: float | None) -> float:
+        """How long another deployment's lease still counts: by S3's clock (its last write's age against its TTL,
+        a second added for the whole-second headers) or, without store_clock, a TTL in the record (written by an
+        older job) or an age (an answer without Date or Last-Modified), by its wall-clock expiry against ours."""
+        if not current.expires_at_ms:
+            return 0.0  # released
+        if self.store_clock and current.ttl_ms and age_s is not None:
+            return current.ttl_ms / 1000 - age_s + 1.0
+        return (current.expires_at_ms - self._now_ms()) / 1000
+
+    def _holds_by_own_clock(self) -> bool:
+        """Whether this holder's lease still counts while S3 cannot say: by the monotonic clock since the last
+        renewal was sent (store_clock), else by the record's wall-clock expiry."""
+        if self.store_clock:
+            return self._renewed_at is not None and self.monotonic() - self._renewed_at < self.ttl_s
+        return self.record is not None and self.record.expires_at_ms > self._now_ms()
 
     # -- acquire -----------------------------------------------------------------------------------------------
     def acquire(self) -> LeaseRecord:
         for _attempt in range(5):  # a lost race re-reads the winner's record and decides again
             record = self._new_record(fencing=1)
+            sent = self.monotonic()
             try:
                 self.etag = self.store.put_if_absent(self.key, record.to_bytes())
+                self._renewed_at = sent
                 self.record = record
                 self.say(f"lease: acquired {self.checkpoint_uri} (fencing 1)")
                 return record
             except PreconditionFailed:
                 pass
             try:
-                data, etag = self.store.get(self.key)
+                data, etag, age_s = self.store.get_aged(self.key)
             except Missing:
                 continue  # removed in between (by hand): try to create again
             current = LeaseRecord.from_bytes(data)
             if current.owner == self.owner and current.instance == self.instance:
                 self.record, self.etag = current, etag  # our own write whose answer was lost and retried
+                self._renewed_at = sent
                 return current
-            remaining_s = (current.expires_at_ms - self._now_ms()) / 1000
+            remaining_s = self._remaining_s(current, age_s)
             if current.owner != self.owner and remaining_s > 0:
                 raise LeaseHeld(f"checkpoint {self.checkpoint_uri} is owned by deployment {current.owner!r} "
                                 f"(pid {current.pid} on {current.host}, fencing {current.fencing}, lease valid "
                                 f"{remaining_s:.0f} s more); give this deployment its own checkpoint path, "
                                 f"or stop {current.owner!r} first")
             record = self._new_record(fencing=current.fencing + 1)
+            sent = self.monotonic()
             try:
                 self.etag = self.store.put_if_match(self.key, record.to_bytes(), etag)
             except PreconditionFailed:
                 continue  # another deployment took it over first: read its record
-            self.record = record
+            self.record, self._renewed_at = record, sent
             why = (f"the released lease of {current.owner!r}" if not current.expires_at_ms
                    else f"the expired lease of {current.owner!r}" if remaining_s <= 0
                    else "this deployment's previous instance (restarted)")
@@ -168,9 +199,10 @@ class CheckpointLease:
                 raise LeaseLost("the lease was never acquired")
             for _attempt in range(2):
                 record = self._new_record(self.record.fencing)
+                sent = self.monotonic()
                 try:
                     self.etag = self.store.put_if_match(self.key, record.to_bytes(), self.etag)
-                    self.record = record
+                    self.record, self._renewed_at = record, sent
                     return
                 except PreconditionFailed:
                     current = self._current()
@@ -201,7 +233,8 @@ class CheckpointLease:
         """Prove this process holds the lease now, or raise LeaseLost or LeaseUnconfirmed. Called before each batch
         is computed, again before its output is written, and before a restarted query starts: a conditional renewal
         per call, so a takeover is seen before the next batch commits, not only at the next renewal period. If S3
-        cannot be reached, the lease still counts until its expiry by our own clock (the batch's own S3 writes fail
+        cannot be reached, the lease still counts until its expiry by our own clock (the monotonic clock with
+        store_clock: _holds_by_own_clock) (the batch's own S3 writes fail
         anyway meanwhile); past it the batch stops with LeaseUnconfirmed, and a later check that reaches S3 renews
         the lease or loses it. Any other failure to renew past the expiry (an answer such as access denied, or a
         bug) is a loss, as it always was."""
@@ -219,7 +252,7 @@ class CheckpointLease:
             self._going_on(str(lost))
             return
         except Exception as error:
-            if self.record.expires_at_ms > self._now_ms():
+            if self._holds_by_own_clock():
                 return
             what = f"({type(error).__name__}: {str(error)[:200]})"
             if not _is_outage(error):

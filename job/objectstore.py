@@ -92,6 +92,32 @@ class ObjectStore:
             response.close()
             response.release_conn()
 
+    def get_aged(self, key: str) -> tuple[bytes, str, float | None]:
+        """(content, etag, age in seconds): the age by S3's own clock, its answer's Date less the object's
+        Last-Modified (both whole seconds, so within a second), and so independent of this host's clock; None when
+        the answer lacks either header."""
+        from email.utils import parsedate_to_datetime
+
+        from minio.error import S3Error
+
+        try:
+            response = self.client.get_object(self.bucket, key)
+        except S3Error as error:
+            if error.code in ("NoSuchKey", "NoSuchObject"):
+                raise Missing(key) from None
+            raise
+        try:
+            data = response.read()
+            try:
+                age: float | None = (parsedate_to_datetime(response.headers["Date"])
+                                     - parsedate_to_datetime(response.headers["Last-Modified"])).total_seconds()
+            except (KeyError, TypeError, ValueError):
+                age = None
+            return data, _etag(response.headers.get("ETag")), age
+        finally:
+            response.close()
+            response.release_conn()
+
     def list(self, prefix: str, markers: bool = False) -> Iterator[Listed]:
         """Objects under `prefix`; with `markers`, also the empty "directory/" objects Hadoop's s3a writes."""
         for obj in self.client.list_objects(self.bucket, prefix=prefix, recursive=True):

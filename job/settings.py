@@ -65,6 +65,11 @@ class Settings:
     stop_on_repeat: bool = False     # a failure repeating on every restart stops the job (exit 7; job/supervisor.py)
     stop_on_takeover: bool = False   # a lease taken over by another deployment stops the job (exit 6; job/lease.py)
     local_disk_outage: bool = False  # a full or failing local disk is an outage, not a repeat (job/supervisor.py)
+    # Lease expiry judged by S3's clock (the age of the lease's last write) and, for the holder's own, by the
+    # monotonic clock since its last renewal; off: by the wall-clock expiry times in the records (job/lease.py).
+    lease_store_clock: bool = False
+    # A wall-clock step back restarts the query, whose trigger waits by the wall clock (docs/job.md, "Clocks").
+    restart_on_clock_step: bool = False
     s3a_options: dict[str, str] = field(default_factory=dict)        # spark.hadoop.fs.s3a.* for the job
     spark_options: dict[str, str] = field(default_factory=dict)      # other Spark settings, set at start
     state_store_options: dict[str, str] = field(default_factory=dict)  # spark.sql.streaming.stateStore.*
@@ -130,6 +135,10 @@ def hardened(topic: str, deployment: str, progress_file: str, **overrides) -> Se
         local_disk_outage=True,
         # 001: a deployment whose lease another one took over (after a lapse) stops before its next commit (exit 6).
         stop_on_takeover=True,
+        # issue 40: a driver whose clock runs behind must keep its lease (its records' wall-clock expiries would
+        # say it ran out while it renews), and a clock stepped back must not stall the trigger for the step.
+        lease_store_clock=True,
+        restart_on_clock_step=True,
         # 002/004: an S3 call gives up in bounded time (a silent connection after 15 s, a whole request after
         # 60 s, which still lets a 1 MB snapshot through a 50 KB/s link) with a few quick retries, and a failed
         # task is tried twice, not four times: an S3 outage fails the batch within about half a minute and the

@@ -14,7 +14,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -107,6 +107,9 @@ class JobArm:
         # records the latest driver's own exit (one no signal of the harness's caused), once: a fault that finds the
         # driver ended by itself calls it and leaves the driver down (chaos/arm/steps.py sets it)
         self.record_own_exit: Callable[[], None] = lambda: None
+        # Shims preloaded into every start of this arm's job driver, not into a second deployment (preload()).
+        self.driver_env: dict[str, str] = {}
+        self.clock_file: Path | None = None
 
     # -- paths ---------------------------------------------------------------------------------------------
     @property
@@ -128,6 +131,23 @@ class JobArm:
         return f"{self.state.deployment}/checkpoint"
 
     # -- steps ---------------------------------------------------------------------------------------------
+    def preload(self, shims: Iterable[str]) -> None:
+        """Start the job's driver with these shims (infra/shims/<name>.c) preloaded from now on: the Python driver
+        and the Spark driver JVM it starts. The clock shim reads this arm's clock file, at offset 0 until a fault
+        writes it (chaos/faults/clock.py)."""
+        from infra.artifacts import shim_library
+
+        names = list(dict.fromkeys(shims))
+        if not names:
+            return
+        self.driver_env = {"LD_PRELOAD": " ".join(str(shim_library(name)) for name in names)}
+        if "clock" in names:
+            from ..faults.clock import write_offset
+
+            self.clock_file = self.dir / "driver-clock-offset"
+            write_offset(self.clock_file, 0.0)
+            self.driver_env["CHAOS_CLOCK_FILE"] = str(self.clock_file)
+
     def create_topic(self) -> None:
         from ..smoke import create_topic
 
@@ -141,7 +161,8 @@ class JobArm:
         args = ["--profile", self.config.profile, "--topic", self.state.topic,
                 "--deployment", self.state.deployment, "--progress-file", str(self.progress_path),
                 *self.config.job_args()]
-        self.job = launch_driver(self.stack, f"job-{self.state.deployment}-{self._job_starts}", "job", args)
+        self.job = launch_driver(self.stack, f"job-{self.state.deployment}-{self._job_starts}", "job", args,
+                                 env=self.driver_env or None)
         self.say(f"{self.config.profile}: job started (pid {self.job.pid}, log {self.job.log_path})")
         self.on_start(self.job)
         return self.job

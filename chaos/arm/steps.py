@@ -22,6 +22,7 @@ from job.settings import FACTORIES
 
 from ..checks.logs import control_signatures
 from ..faults.base import job_line
+from ..faults.registry import FAULTS
 from ..history import HistoryWriter
 from ..outputs import read_progress
 from ..spec import ExperimentSpec
@@ -66,6 +67,9 @@ class ArmContext:
         chosen = spec.arm(profile).faults
         self.fault_indices = list(range(len(spec.faults))) if chosen is None else list(chosen)
         self.phases = spec.phases_of(profile)  # with a subset of the faults, the inject phase covers only those
+        # the shims this arm's faults need in its driver (clock.jump's), from its first start
+        self.arm.preload(shim for index in self.fault_indices
+                         for shim in FAULTS[spec.faults[index].fault].needs.driver_shims)
         settings = spec.apply_settings(profile, FACTORIES[profile]("t", "d", "p"))
         # Events this arm's job can make: no lease renewals without a lease, no manifests without verification.
         self.events_possible = {name for name, event in EVENTS.items()

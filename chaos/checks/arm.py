@@ -10,6 +10,7 @@ from ..verdicts import INTERRUPTED, SKIPPED, worst
 from .base import ArmData
 from .exactly_once import count_of
 from .logs import evidence_start, match_count, trim
+from .progress import longest_stall
 from .recovery import measure_recovery
 from .registry import judge_arm_checks, raised
 from .state import growth_signature
@@ -115,13 +116,13 @@ def control_check(tl: Timeline, arm: Arm, checks: Sequence[Check], summary: Mapp
     if worst((c.verdict for c in checks), default="PASSED") == "PASSED":
         return Check("control", "FAILED", "reproduces the incident", "no signature",
                      "control did not reproduce the incident: no expected log line matched, state did "
-                     "not grow and the job did not fail"), None
+                     "not grow, the job did not stall as long as its target asks and did not fail"), None
     return None, None
 
 
 def control_signature(tl: Timeline, targets, summary: Mapping[str, object] | None) -> str | None:
     """What shows the incident in a control arm: the first log line matching an expected pattern, else the state's
-    growth, else the job's failure line (arm.json job_error)."""
+    growth, else a stall its `stalled` target asks for, else the job's failure line (arm.json job_error)."""
     if targets.logs is not None and targets.logs.expected:
         since = evidence_start(tl)
         first = next((r for r in tl.logs if r.get("signature") in targets.logs.expected and time_of(r) >= since), None)
@@ -134,6 +135,11 @@ def control_signature(tl: Timeline, targets, summary: Mapping[str, object] | Non
         growth = growth_signature(tl, targets.state)
         if growth is not None:
             return growth
+    stalled = targets.extra.get("stalled")
+    if stalled is not None:
+        stall = longest_stall(tl)
+        if stall is not None and stall[1] >= float(stalled["for"]):
+            return f"no batch completed for {stall[1]:.0f} s from t={stall[0]:.1f}s"
     error = (summary or {}).get("job_error")
     if isinstance(error, str) and error.strip():
         return trim(error)

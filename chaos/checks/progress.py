@@ -1,4 +1,5 @@
-"""progress: batch_id advances within every phase window; stuck from the first fault to the end of the history: HANG."""
+"""progress: batch_id advances within every phase window; stuck from the first fault to the end of the history: HANG.
+stalled: a control's signature, the longest stretch of the inject and recover phases with no batch completed."""
 from __future__ import annotations
 
 import dataclasses
@@ -124,3 +125,40 @@ def control_progress(data: ControlData) -> Check:
 
 PROGRESS = CheckDef("progress", "progress", lambda arm, _target: check_progress(arm.tl),
                     lambda data, _target: control_progress(data))
+
+
+def longest_stall(tl: Timeline) -> tuple[float, float] | None:
+    """The longest stretch of the inject and recover phases in which batch_id did not change across the samples, as
+    (when it began, its seconds), or None without two samples there. A stretch still open at the end counts to the
+    last sample."""
+    spans = [(start, end) for name, start, end in tl.windows if name in ("inject", "recover")]
+    if not spans:
+        return None
+    begin, finish = min(a for a, _ in spans), max(b for _, b in spans)
+    ids = [(t, b) for s in tl.samples
+           if begin <= (t := time_of(s)) < finish and (b := metric(s, "batch_id")) is not None]
+    if len(ids) < 2:
+        return None
+    longest, since, base = (ids[0][0], 0.0), ids[0][0], ids[0][1]
+    for t, batch in ids[1:]:
+        if batch != base:
+            since, base = t, batch
+        if t - since > longest[1]:
+            longest = (since, t - since)
+    return longest
+
+
+def check_stalled(tl: Timeline, at_least: float) -> Check:
+    expected = f"a stall of at least {at_least:g}s (no batch completed) in inject or recover"
+    stall = longest_stall(tl)
+    if stall is None:
+        return Check("stalled", "NODATA", expected, "no batch_id measured", "no two samples in inject and recover")
+    began, seconds = stall
+    measured = f"longest stall {seconds:.1f}s from t={began:.1f}s"
+    if seconds < at_least:
+        return Check("stalled", "FAILED", expected, measured, f"batches kept completing: the longest stretch without "
+                     f"one was {seconds:.1f}s, under {at_least:g}s")
+    return Check("stalled", "PASSED", expected, measured, f"no batch completed for {seconds:.1f}s from t={began:.1f}s")
+
+
+STALLED = CheckDef("stalled", "stalled", lambda arm, target: check_stalled(arm.tl, float(target["for"])))

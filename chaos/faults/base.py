@@ -2,9 +2,8 @@
 and the protocol of its implementation (`BaseFault`: inject then heal, recorded in the history).
 
 A fault kind lives in one module of its family (network.py, process.py, broker.py, checkpoint.py, data.py, s3.py,
-disk.py):
-the module declares `KINDS`, and chaos/faults/registry.py finds each by name. Nothing else names a kind: the spec
-validates a fault with its kind's params and `validate`, the runner builds its `implementation` and plans its
+disk.py, clock.py): the module declares `KINDS`, and chaos/faults/registry.py finds each by name. Nothing else names a
+kind: the spec validates a fault with its kind's params and `validate`, the runner builds its `implementation` and plans its
 `reshape`, and every other module asks the kind what it declares (`momentary`, `restarts_processes`, `kills`,
 `starts_deployment`, `min_brokers`, `needs`) instead of testing its name or family.
 
@@ -96,6 +95,9 @@ class Needs:
     hook: bool = False  # a way to signal the process it targets: on a target, a hook (the job's driver is ours)
     # a shim (infra/shims/<name>.c) the Spark workers preload: only local stacks do (infra/preloads.py)
     shim: str = ""
+    # Shims (infra/shims/<name>.c) every start of the arm's job driver is preloaded with: the driver always runs on
+    # this host, on every backend and target, so this needs nothing of a target.
+    driver_shims: tuple[str, ...] = ()
     # Files outside chaos/faults/ (fnmatch patterns) that serve this kind, and no kind that does not name them.
     code: tuple[str, ...] = ()
 
@@ -141,6 +143,7 @@ class ArmControl(Protocol):
 
     job: ManagedProcess | None
     state: ArmState  # the deployment's topic and name
+    clock_file: Path | None  # the clock shim's control file of the arm's driver, when it runs with the shim
 
     @property
     def checkpoint_prefix(self) -> str: ...

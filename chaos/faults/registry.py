@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from . import broker, checkpoint, data, disk, network, process, s3
+from . import broker, checkpoint, clock, data, disk, network, process, s3
 from .base import BaseFault, FaultContext, FaultKind
 
 if TYPE_CHECKING:
     from ..spec.model import Fault
 
-FAMILIES = (network, process, broker, checkpoint, data, s3, disk)
+FAMILIES = (network, process, broker, checkpoint, data, s3, disk, clock)
 
 FAULTS: Mapping[str, FaultKind] = MappingProxyType({kind.name: kind for family in FAMILIES for kind in family.KINDS})
 assert len(FAULTS) == sum(len(family.KINDS) for family in FAMILIES), "a fault kind is declared twice"

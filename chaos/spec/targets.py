@@ -32,6 +32,12 @@ TARGET_PARAMS: Mapping[str, TargetParams] = MappingProxyType({
         "harness's hand) within `within` of the first lasting fault's start (chaos/checks/outage.py)",
         params(within=Param("duration", "from the first lasting fault's `injecting` record to the job's own exit",
                             required=True, minimum=1, maximum=3600))),
+    "stalled": TargetParams(
+        "a control's signature: somewhere in the inject and recover phases, no batch completed for at least `for` "
+        "(the batch id unchanged across the samples), as a trigger that waits out a step back of the driver's clock "
+        "(chaos/checks/progress.py); a mechanism, not an outcome",
+        params(**{"for": Param("duration", "the shortest stall that shows the incident", required=True, minimum=1,
+                               maximum=3600)})),
     "emitted_within": TargetParams(
         "no session's output waits longer than `within` after the session's first event: from its first event to "
         "the end of the batch that wrote it (chaos/checks/output_latency.py)",

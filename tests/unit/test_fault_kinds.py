@@ -44,7 +44,7 @@ def test_instant_kinds_are_triggerable_and_momentary():
 def test_the_families_keep_their_order():
     # the order of `allowed:` in an unknown fault's error and of the schema's faults
     assert [f.__name__.rpartition(".")[2] for f in registry.FAMILIES] == ["network", "process", "broker",
-                                                                          "checkpoint", "data", "s3", "disk"]
+                                                                          "checkpoint", "data", "s3", "disk", "clock"]
 
 
 def test_s3_slow_get_delays_reads_of_the_arms_own_keys_only(tmp_path):

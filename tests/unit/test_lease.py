@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from job.lease import CheckpointLease, LeaseLost, LeaseRecord, LeaseUnconfirmed
+from job.lease import CheckpointLease, LeaseHeld, LeaseLost, LeaseRecord, LeaseUnconfirmed
 from job.objectstore import Missing, PreconditionFailed
 from job.supervisor import RestartPolicy, classify, out_of_reach, root_cause
 
@@ -21,10 +21,13 @@ class Denied(Exception):
 class MemoryStore:
     """The three calls the lease makes, with S3's conditional-write semantics (If-None-Match: *, If-Match). Cut off
     (`reachable` False) it refuses every call, as a disabled proxy does; `answers_lost` True stores writes but loses
-    their answers, as a timeout downstream of S3 does; `denied` True answers every call with a refusal."""
+    their answers, as a timeout downstream of S3 does; `denied` True answers every call with a refusal. `s3_now` is
+    S3's own clock: get_aged says an object's age by it, in whole seconds as S3's Date and Last-Modified do."""
 
     def __init__(self) -> None:
         self.objects: dict[str, tuple[bytes, str]] = {}
+        self.s3_now = 1_000.0
+        self.written: dict[str, float] = {}
         self.reachable = True
         self.answers_lost = False
         self.denied = False
@@ -41,6 +44,10 @@ class MemoryStore:
         if key not in self.objects:
             raise Missing(key)
         return self.objects[key]
+
+    def get_aged(self, key: str) -> tuple[bytes, str, float]:
+        data, etag = self.get(key)
+        return data, etag, float(int(self.s3_now) - int(self.written[key]))
 
     def put_if_absent(self, key: str, data: bytes) -> str:
         self._reach()
@@ -60,6 +67,7 @@ class MemoryStore:
     def _put(self, key: str, data: bytes) -> str:
         etag = next(self._etags)
         self.objects[key] = (data, etag)
+        self.written[key] = self.s3_now
         return etag
 
 
@@ -191,3 +199,65 @@ def test_with_stop_on_takeover_off_a_takeover_is_said_once_and_the_deployment_go
     assert lease.lost and "'other'" in lease.lost
     assert [line for line in said if "going on" in line] == [f"lease: {lease.lost}; going on (stop_on_takeover is off)"]
     assert LeaseRecord.from_bytes(store.objects[KEY][0]).owner == "other"  # it never takes the lease back
+
+
+# -- clocks (issue 40): a holder whose wall clock runs behind, or jumps while S3 is out of reach ---------------------
+def clocked(store: MemoryStore, wall: Clock, mono: Clock, owner: str, store_clock: bool) -> CheckpointLease:
+    lease = CheckpointLease(store, KEY, owner, "s3a://chaos/dep/checkpoint", ttl_s=15, clock=wall,
+                            say=lambda line: None, store_clock=store_clock, monotonic=mono)
+    lease.acquire()
+    return lease
+
+
+@pytest.mark.parametrize("store_clock", [True, False])
+def test_a_holder_whose_clock_runs_behind_keeps_its_lease_only_when_expiry_is_judged_by_s3s_clock(store_clock):
+    """The holder renews every few seconds, but its wall clock is 60 s behind (a TTL of 15 s): each record it writes
+    has expired by every other clock already. By the records' wall-clock times a waiting deployment takes the
+    lease from a live holder; by S3's clock (the age of the last write) the lease is fresh and the start is
+    refused."""
+    store, holder_wall, mono, other_wall = MemoryStore(), Clock(), Clock(), Clock()
+    holder = clocked(store, holder_wall, mono, "dep", store_clock)
+    holder_wall.now -= 60  # the jump back
+    for _ in range(3):  # renewing every 5 s, by every clock but its own wall clock
+        for clock in (mono, other_wall):
+            clock.now += 5
+        store.s3_now += 5
+        holder.check()
+    if store_clock:
+        with pytest.raises(LeaseHeld, match="owned by deployment 'dep'"):
+            clocked(store, other_wall, Clock(), "other", store_clock)
+        holder.check()
+    else:
+        taker = clocked(store, other_wall, Clock(), "other", store_clock)
+        assert taker.record is not None and taker.record.fencing == 2
+        with pytest.raises(LeaseLost, match="'other'"):
+            holder.check()
+
+
+def test_a_crashed_holders_lease_is_taken_over_after_its_ttl_by_s3s_clock_whatever_its_clock_said():
+    store, ahead, behind = MemoryStore(), Clock(), Clock()
+    ahead.now += 3_600  # the crashed holder's clock ran an hour ahead: its record says it counts an hour more
+    clocked(store, ahead, Clock(), "dep", store_clock=True)
+    store.s3_now += 10
+    with pytest.raises(LeaseHeld):
+        clocked(store, behind, Clock(), "other", store_clock=True)
+    store.s3_now += 7  # 17 s by S3's clock: past the TTL and the second of whole-second headers
+    taker = clocked(store, behind, Clock(), "other", store_clock=True)
+    assert taker.record is not None and taker.record.fencing == 2
+
+
+@pytest.mark.parametrize("store_clock", [True, False])
+def test_while_s3_is_out_of_reach_a_clock_stepped_back_extends_the_holders_lease_only_by_wall_clock(store_clock):
+    """S3 out of reach and the holder's wall clock stepped back 600 s: by the record's wall-clock expiry the lease
+    would count ten minutes more (another deployment, by its own clock or S3's, sees it expired after 15 s); by the
+    monotonic clock since the last renewal it runs out after its TTL."""
+    store, wall, mono = MemoryStore(), Clock(), Clock()
+    lease = clocked(store, wall, mono, "dep", store_clock)
+    store.reachable = False
+    wall.now -= 600
+    mono.now += 20
+    if store_clock:
+        with pytest.raises(LeaseUnconfirmed):
+            lease.check()
+    else:
+        lease.check()  # the hole the monotonic rule closes: a lapse that does not stop the batch
