@@ -30,6 +30,7 @@ class LocalBackend:
             s3proxy=str(host_artifacts.s3proxy),
             # Every JVM runs here, on the JDK and jars the archives were recorded with.
             archives=host_archives,
+            shims={name: str(path) for name, path in host_artifacts.shims.items()},
         )
 
     @staticmethod

@@ -176,6 +176,7 @@ class Stack(StartedInContext):
         self.children: list[Handle] = []  # drivers and other processes started against the stack
         self._specs: dict[str, LaunchSpec] = {}  # what start() launched, for restart()
         self._ports: Ports | None = None
+        self._linked: list[str] = []  # the workers that reach the driver through proxies of their own
         self._lock = threading.Lock()
         self._closing = False
 
@@ -233,11 +234,15 @@ class Stack(StartedInContext):
                                sasl_password=self.kafka_login.password if self.kafka_login else None)
               for node, broker in enumerate(shape.broker_names, start=1)),
             components.spark_master(runtime, ports),
-            # Executors inherit the worker's environment: that is how they get the S3 credentials.
-            *(components.spark_worker(runtime, ports, self._worker_dir(worker), self.worker_cores,
-                                      self.worker_memory, env=self._secrets_env(), node=node, name=worker)
+            # Executors inherit the worker's environment: that is how they get the S3 credentials and the shims.
+            *(components.spark_worker(runtime, ports, self._worker_dir(worker), self.worker_cores, self.worker_memory,
+                                      env={**self._secrets_env(),
+                                           **components.preloaded(runtime, self._worker_shims(runtime, ports, node))},
+                                      node=node, name=worker)
               for node, worker in enumerate(shape.worker_names, start=1)),
         ]
+        self._linked = [worker for node, worker in enumerate(shape.worker_names, start=1)
+                        if components.REDIRECT_SHIM in self._worker_shims(runtime, ports, node)]
         seconds: dict[str, float] = {}
         ready = {spec.name: threading.Event() for spec in specs}
         self._ports = ports
@@ -351,6 +356,14 @@ class Stack(StartedInContext):
     def _worker_dir(self, worker: str) -> Path:
         return self.stack_dir / "spark-work" / worker if self.shape.workers > 1 else self.stack_dir / "spark-work"
 
+    def _worker_shims(self, runtime: Runtime, ports: Ports, node: int) -> dict[str, dict[str, str]]:
+        """The shims worker `node` preloads (name -> its settings). In a cluster each worker reaches the driver
+        through proxies of its own (components.driver_link), where the backend can preload the redirect shim."""
+        shims: dict[str, dict[str, str]] = {}
+        if self.shape.workers > 1 and components.REDIRECT_SHIM in runtime.shims:
+            shims[components.REDIRECT_SHIM] = components.redirect_to_link(ports, node)
+        return shims
+
     def _create_proxies(self, ports: Ports) -> None:
         routes = {
             **{broker: (f"{LOOPBACK}:{b.proxy}", f"{LOOPBACK}:{b.external}")
@@ -360,7 +373,13 @@ class Stack(StartedInContext):
             "spark-driver-blocks": (f"{DRIVER_ADVERTISED_HOST}:{ports.driver_blocks}",
                                     f"{LOOPBACK}:{ports.driver_blocks}"),
         }
-        for name in [*self.shape.broker_names, *PROXIES]:
+        # A worker's own link ends at the shared proxies, so a fault on `spark-driver` still reaches every executor.
+        for worker in self._linked:
+            mine = ports.workers[self.shape.worker_names.index(worker)]
+            rpc, blocks = components.driver_link(worker)
+            routes[rpc] = (f"{DRIVER_ADVERTISED_HOST}:{mine.driver_rpc_proxy}", routes["spark-driver"][0])
+            routes[blocks] = (f"{DRIVER_ADVERTISED_HOST}:{mine.driver_blocks_proxy}", routes["spark-driver-blocks"][0])
+        for name in [*self.shape.broker_names, *PROXIES, *(p for w in self._linked for p in components.driver_link(w))]:
             listen, upstream = routes[name]
             self.toxiproxy.create_proxy(name, listen=listen, upstream=upstream)
 
