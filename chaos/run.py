@@ -292,13 +292,34 @@ def _run_arms(stack: StackLike, run_dir: Path, directory: str, spec: ExperimentS
               say: Callable[[str], None], left_after: Callable[[], float], gate: LaneGate | None) -> None:
     """The chosen arms of one experiment, one after another on `stack`. `left_after()` is called once per arm, as
     it starts: the planned seconds left after it, for the progress lines."""
+    from .target.gate import stack_skip_reason
+
     for arm in spec.arms:
         if arms and arm.profile not in arms:
+            continue
+        chosen = arm.faults if arm.faults is not None else range(len(spec.faults))
+        reason = stack_skip_reason(stack.info.proxies, spec, chosen)
+        if reason is not None:
+            left_after()
+            _skip(run_dir / directory / arm.profile, f"{directory}: {arm.profile}", reason, say)
             continue
         say(f"== {directory}: {arm.profile} arm ==")
         stack.reset()
         ArmRun(stack, spec, arm.profile, run_dir / directory / arm.profile, say,
                remaining_after_s=left_after(), gate=gate).run()
+
+
+def _skip(arm_dir: Path, what: str, reason: str, say: Callable[[str], None]) -> None:
+    """An arm that cannot run here: SKIPPED with the reason, in its history and on the console."""
+    from .history import HistoryWriter
+
+    say(f"== {what} arm SKIPPED: {reason} ==")
+    arm_dir.mkdir(parents=True, exist_ok=True)
+    history = HistoryWriter(arm_dir / "history.jsonl")
+    try:
+        history.skipped(reason)
+    finally:
+        history.close()
 
 
 def run_queued(run_dir: Path, queue_dir: Path, backend: str, arms: list[str] | None, say: Callable[[str], None],
@@ -326,7 +347,6 @@ def run_queued(run_dir: Path, queue_dir: Path, backend: str, arms: list[str] | N
 
 def _run_on_target(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], target: Target,
                    arms: list[str] | None, say: Callable[[str], None]) -> None:
-    from .history import HistoryWriter
     from .target.gate import skip_reason
     from .target.stack import TargetStack
 
@@ -341,13 +361,7 @@ def _run_on_target(run_dir: Path, planned: list[tuple[str, ExperimentSpec]], tar
                 chosen = arm.faults if arm.faults is not None else range(len(spec.faults))
                 reason = skip_reason(target, stack.info.brokers, stack.s3proxy is not None, spec, chosen)
                 if reason is not None:
-                    say(f"== {directory}: {arm.profile} arm SKIPPED: {reason} ==")
-                    arm_dir.mkdir(parents=True, exist_ok=True)
-                    history = HistoryWriter(arm_dir / "history.jsonl")
-                    try:
-                        history.skipped(reason)
-                    finally:
-                        history.close()
+                    _skip(arm_dir, f"{directory}: {arm.profile}", reason, say)
                     continue
                 say(f"== {directory}: {arm.profile} arm (target {target.name}) ==")
                 stack.reset()

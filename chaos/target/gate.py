@@ -8,11 +8,11 @@ killed must come back), never its name.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from ..faults import registry as fault_registry  # by module: its kinds are read when an arm is gated
 from ..faults.base import FaultError, FaultKind
-from ..faults.network import proxies_for
+from ..faults.network import WORKER_LINK, proxies_for, worker_link_proxies
 from ..spec import ExperimentSpec
 from .model import Target
 
@@ -78,4 +78,18 @@ def skip_reason(target: Target, brokers: list[str], s3_fault_proxy: bool, spec: 
             # every lifecycle event, a driver's start included, is told from the job's requests the proxy sees
             return (f"{what}: its trigger ({', '.join(fault.on.events)}) watches the job's S3 requests, and target "
                     f"{target.name} has no S3 fault proxy in its S3 path (s3.fault_proxy)")
+    return None
+
+
+def stack_skip_reason(proxies: Collection[str], spec: ExperimentSpec, fault_indices: Iterable[int]) -> str | None:
+    """Why the arm running `fault_indices` of `spec` cannot act on a stack this suite started, whose Toxiproxy has
+    these proxies: a fault on one worker's own link to the driver where its workers have none (the containers
+    backend's workers preload no shim: infra/components.py `preloaded`), or None."""
+    for index in fault_indices:
+        fault = spec.faults[index]
+        if fault.target.startswith(WORKER_LINK):
+            try:
+                worker_link_proxies(fault.target, proxies)
+            except FaultError as exc:
+                return f"fault {index + 1} ({fault.fault} on {fault.target}): {exc}"
     return None

@@ -8,10 +8,19 @@ from pathlib import Path
 import pytest
 
 from chaos.faults.base import FaultError
-from chaos.faults.process import busiest_leader
 from chaos.faults.network import proxies_for, worker_link_proxies
-from infra.components import (TOPOLOGIES, Ports, Runtime, driver_link, kafka_properties, preloaded, redirect_to_link,
-                              role_of, topology)
+from chaos.faults.process import busiest_leader
+from infra.components import (
+    TOPOLOGIES,
+    Ports,
+    Runtime,
+    driver_link,
+    kafka_properties,
+    preloaded,
+    redirect_to_link,
+    role_of,
+    topology,
+)
 from infra.errors import InfraError
 
 
