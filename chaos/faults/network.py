@@ -145,7 +145,7 @@ def _toxic(**declared: Param) -> Mapping[str, Param]:
 
 
 # Every network kind acts through a Toxiproxy proxy, driven by infra/toxiproxy.py.
-_NEEDS = Needs(toxiproxy=True, code=("infra/toxiproxy.py",))
+_NEEDS = Needs(toxiproxy=True, code=("infra/toxiproxy.py", "infra/shims/redirect.c"))
 
 
 # kind -> (Toxiproxy toxic type, its attributes from the fault's params)
