@@ -292,13 +292,14 @@ def _run_arms(stack: StackLike, run_dir: Path, directory: str, spec: ExperimentS
               say: Callable[[str], None], left_after: Callable[[], float], gate: LaneGate | None) -> None:
     """The chosen arms of one experiment, one after another on `stack`. `left_after()` is called once per arm, as
     it starts: the planned seconds left after it, for the progress lines."""
-    from .target.gate import preload_missing
+    from .target.gate import preload_missing, stack_skip_reason
 
     for arm in spec.arms:
         if arms and arm.profile not in arms:
             continue
         chosen = arm.faults if arm.faults is not None else range(len(spec.faults))
-        reason = preload_missing(stack.info.preloaded, spec, chosen, f"the {stack.info.backend} backend's stack")
+        reason = (preload_missing(stack.info.preloaded, spec, chosen, f"the {stack.info.backend} backend's stack")
+                  or stack_skip_reason(stack.info.proxies, spec, chosen))
         if reason is not None:
             left_after()
             _skip(run_dir / directory / arm.profile, f"{directory}: {arm.profile}", reason, say)

@@ -87,6 +87,12 @@ class BrokerPorts:
 class WorkerPorts:
     port: int
     ui: int
+    # Its own proxies to the driver's RPC and block-manager ports (a cluster's workers: driver_link)
+    driver_rpc_proxy: int
+    driver_blocks_proxy: int
+
+
+WORKER_PORTS = len(WorkerPorts.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -108,17 +114,17 @@ class Ports:
     @classmethod
     def count(cls, shape: Topology | None = None) -> int:
         shape = shape or TOPOLOGIES["single"]
-        return cls.SCALARS + 4 * shape.brokers + 2 * shape.workers
+        return cls.SCALARS + 4 * shape.brokers + WORKER_PORTS * shape.workers
 
     @classmethod
     def allocate(cls, numbers: list[int], shape: Topology | None = None) -> Ports:
         """Ports from `count(shape)` free port numbers: the scalars first (index 2 is MinIO's), then 4 per broker
-        and 2 per worker."""
+        and 4 per worker."""
         shape = shape or TOPOLOGIES["single"]
         rest = numbers[cls.SCALARS:]
         brokers = tuple(BrokerPorts(*rest[4 * n:4 * n + 4]) for n in range(shape.brokers))
         rest = rest[4 * shape.brokers:]
-        workers = tuple(WorkerPorts(*rest[2 * n:2 * n + 2]) for n in range(shape.workers))
+        workers = tuple(WorkerPorts(*rest[WORKER_PORTS * n:WORKER_PORTS * (n + 1)]) for n in range(shape.workers))
         scalars = [f for f in cls.__dataclass_fields__ if f not in ("brokers", "workers")]
         return cls(**dict(zip(scalars, numbers)), brokers=brokers, workers=workers)
 
@@ -138,6 +144,23 @@ LOOPBACK = "127.0.0.1"
 # Spark advertises the port it binds, so executors reach the driver through a proxy that listens on the
 # same port at another loopback address; the driver binds 127.0.0.1 and advertises this one.
 DRIVER_ADVERTISED_HOST = "127.0.0.2"
+# Connections to a loopback port A go to port B instead, for CHAOS_REDIRECT="A:B,..." (infra/shims/redirect.c)
+REDIRECT_ENV = "CHAOS_REDIRECT"
+
+
+def driver_link(worker: str) -> tuple[str, str]:
+    """The proxies one worker of a cluster, and every executor it launches, reach the driver's RPC and block-manager
+    ports through (the redirect shim sends them there): a fault on them cuts the driver off from that worker alone."""
+    node = worker.rpartition("-")[2]
+    return f"spark-driver-worker-{node}", f"spark-driver-blocks-worker-{node}"
+
+
+def redirect_to_link(ports: Ports, node: int) -> dict[str, str]:
+    """The redirect shim's setting for worker `node`: the driver's advertised ports to its own proxies'."""
+    mine = ports.workers[node - 1]
+    pairs = ((ports.driver_rpc, mine.driver_rpc_proxy), (ports.driver_blocks, mine.driver_blocks_proxy))
+    return {REDIRECT_ENV: ",".join(f"{advertised}:{own}" for advertised, own in pairs)}
+
 
 
 def toxiproxy(runtime: Runtime, ports: Ports) -> LaunchSpec:

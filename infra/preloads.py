@@ -9,6 +9,9 @@ the workers run in images without the shims, and faults that need one are SKIPPE
 fsfault (infra/shims/fsfault.c) fails file calls under the worker's Spark local directory, only in RocksDB's
 working directories (Spark's RocksDB state store creates them as `StateStoreId(...)-<uuid>` under the executor's
 first local directory, which the worker makes under SPARK_LOCAL_DIRS): shuffle files and logs are never hit.
+
+redirect (infra/shims/redirect.c) sends a cluster worker's, and its executors', connections to the driver through
+that worker's own proxies, so a fault can cut the driver off from one worker alone.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 FSFAULT = "fsfault"
+REDIRECT = "redirect"
 # the part of a path below the local directory that only RocksDB's working directories have
 ROCKSDB_DIR_MARK = "/StateStoreId("
 
@@ -30,9 +34,11 @@ def disk_fault_control(stack_dir: Path, worker: str) -> Path:
     return stack_dir / "shims" / f"{FSFAULT}-{worker}.control"
 
 
-def worker_env(shims: Mapping[str, Path], stack_dir: Path, worker: str) -> dict[str, str]:
+def worker_env(shims: Mapping[str, Path], stack_dir: Path, worker: str,
+               redirect: Mapping[str, str] | None = None) -> dict[str, str]:
     """What worker `worker` adds to its environment: its local directory, and the shims it preloads with what they
-    read (a shim not built is simply not preloaded, and the faults that need it fail to inject)."""
+    read (a shim not built is simply not preloaded, and the faults that need it fail to inject). `redirect`: the
+    redirect shim's setting (a cluster worker's own links to the driver, infra/components.py `redirect_to_link`)."""
     directory = local_dir(stack_dir, worker)
     env = {"SPARK_LOCAL_DIRS": str(directory)}
     preload: list[str] = []
@@ -40,6 +46,9 @@ def worker_env(shims: Mapping[str, Path], stack_dir: Path, worker: str) -> dict[
         preload.append(str(shims[FSFAULT]))
         env |= {"FSFAULT_CONTROL": str(disk_fault_control(stack_dir, worker)),
                 "FSFAULT_PREFIX": str(directory) + "/", "FSFAULT_MATCH": ROCKSDB_DIR_MARK}
+    if redirect and REDIRECT in shims:
+        preload.append(str(shims[REDIRECT]))
+        env |= redirect
     if preload:
         env["LD_PRELOAD"] = " ".join(preload)
     return env

@@ -176,6 +176,7 @@ class Stack(StartedInContext):
         self.children: list[Handle] = []  # drivers and other processes started against the stack
         self._specs: dict[str, LaunchSpec] = {}  # what start() launched, for restart()
         self._ports: Ports | None = None
+        self._linked: list[str] = []  # the workers that reach the driver through proxies of their own
         self._lock = threading.Lock()
         self._closing = False
 
@@ -218,8 +219,13 @@ class Stack(StartedInContext):
         for worker in shape.worker_names:
             self._worker_dir(worker).mkdir(parents=True, exist_ok=True)
         # The shims a local worker preloads (infra/preloads.py); a worker in a container runs without them.
-        preload_env = {worker: preloads.worker_env(host_artifacts.shims, self.stack_dir, worker)
-                       if self.backend.name == "local" else {} for worker in shape.worker_names}
+        # In a cluster each worker reaches the driver through proxies of its own (components.driver_link), through
+        # the redirect shim.
+        preload_env = {worker: preloads.worker_env(host_artifacts.shims, self.stack_dir, worker,
+                                                   redirect=components.redirect_to_link(ports, node)
+                                                   if shape.workers > 1 else None)
+                       if self.backend.name == "local" else {}
+                       for node, worker in enumerate(shape.worker_names, start=1)}
         disk_fault_controls = {worker: env["FSFAULT_CONTROL"] for worker, env in preload_env.items()
                                if "FSFAULT_CONTROL" in env}
         for worker, control in disk_fault_controls.items():
@@ -241,12 +247,13 @@ class Stack(StartedInContext):
                                sasl_password=self.kafka_login.password if self.kafka_login else None)
               for node, broker in enumerate(shape.broker_names, start=1)),
             components.spark_master(runtime, ports),
-            # Executors inherit the worker's environment: that is how they get the S3 credentials.
+            # Executors inherit the worker's environment: that is how they get the S3 credentials and the shims.
             *(components.spark_worker(runtime, ports, self._worker_dir(worker), self.worker_cores,
                                       self.worker_memory, env={**self._secrets_env(), **preload_env[worker]},
                                       node=node, name=worker)
               for node, worker in enumerate(shape.worker_names, start=1)),
         ]
+        self._linked = [worker for worker, env in preload_env.items() if components.REDIRECT_ENV in env]
         seconds: dict[str, float] = {}
         ready = {spec.name: threading.Event() for spec in specs}
         self._ports = ports
@@ -371,7 +378,13 @@ class Stack(StartedInContext):
             "spark-driver-blocks": (f"{DRIVER_ADVERTISED_HOST}:{ports.driver_blocks}",
                                     f"{LOOPBACK}:{ports.driver_blocks}"),
         }
-        for name in [*self.shape.broker_names, *PROXIES]:
+        # A worker's own link ends at the shared proxies, so a fault on `spark-driver` still reaches every executor.
+        for worker in self._linked:
+            mine = ports.workers[self.shape.worker_names.index(worker)]
+            rpc, blocks = components.driver_link(worker)
+            routes[rpc] = (f"{DRIVER_ADVERTISED_HOST}:{mine.driver_rpc_proxy}", routes["spark-driver"][0])
+            routes[blocks] = (f"{DRIVER_ADVERTISED_HOST}:{mine.driver_blocks_proxy}", routes["spark-driver-blocks"][0])
+        for name in [*self.shape.broker_names, *PROXIES, *(p for w in self._linked for p in components.driver_link(w))]:
             listen, upstream = routes[name]
             self.toxiproxy.create_proxy(name, listen=listen, upstream=upstream)
 

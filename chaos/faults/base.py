@@ -2,9 +2,9 @@
 and the protocol of its implementation (`BaseFault`: inject then heal, recorded in the history).
 
 A fault kind lives in one module of its family (network.py, process.py, broker.py, checkpoint.py, data.py, s3.py,
-disk.py, clock.py): the module declares `KINDS`, and chaos/faults/registry.py finds each by name. Nothing else names a
-kind: the spec validates a fault with its kind's params and `validate`, the runner builds its `implementation` and plans its
-`reshape`, and every other module asks the kind what it declares (`momentary`, `restarts_processes`, `kills`,
+disk.py, clock.py): the module declares `KINDS`, and chaos/faults/registry.py finds each by name. Nothing else names
+a kind: the spec validates a fault with its kind's params and `validate`, the runner builds its `implementation` and
+plans its `reshape`, and every other module asks the kind what it declares (`momentary`, `restarts_processes`, `kills`,
 `starts_deployment`, `min_brokers`, `needs`) instead of testing its name or family.
 
 Each fault is a small protocol: `inject()` then `heal()`; heal is idempotent and is called again in the runner's
@@ -93,8 +93,8 @@ class Needs:
     toxiproxy: bool = False  # a Toxiproxy proxy in front of the component it targets
     s3_fault_proxy: bool = False  # the S3 fault proxy (s3proxy) in the job's S3 path
     hook: bool = False  # a way to signal the process it targets: on a target, a hook (the job's driver is ours)
-    # a shim (infra/shims/<name>.c) the Spark workers preload: only local stacks do (infra/preloads.py)
-    shim: str = ""
+    # Shims (infra/shims/<name>.c) the Spark workers preload: only local stacks do (infra/preloads.py)
+    worker_shims: tuple[str, ...] = ()
     # Shims (infra/shims/<name>.c) every start of the arm's job driver is preloaded with: the driver always runs on
     # this host, on every backend and target, so this needs nothing of a target.
     driver_shims: tuple[str, ...] = ()

@@ -46,7 +46,7 @@ class DiskFault(BaseFault):
 
 
 # infra/preloads.py is not named: it sets every worker's local directory, so a change there may touch any experiment
-_NEEDS = Needs(shim="fsfault", code=("infra/shims/fsfault.c",))
+_NEEDS = Needs(worker_shims=("fsfault",), code=("infra/shims/fsfault.c",))
 
 KINDS = (
     FaultKind("disk.full", "the executors' local disk is full under RocksDB's working directories: every write, "

@@ -1,11 +1,13 @@
 """Network faults: the stack's Toxiproxy proxies (`kafka`, `s3`, `spark-driver`) disabled, flapping, or given a
-toxic."""
+toxic. On a cluster, `spark-driver-worker-N` is the link between the driver and worker N alone (its executors
+reach the driver through proxies of their own: infra/components.py driver_link)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from infra.components import TOPOLOGIES, driver_link
 from infra.errors import InfraError
 
 from ..spec.fields import EPSILON, Invalid, fmt_seconds
@@ -15,10 +17,14 @@ if TYPE_CHECKING:
     from ..spec.model import Fault
 
 # `kafka` is every broker's proxy; kafka-1 .. kafka-3 one broker's (topology: cluster)
-TARGETS = ("kafka", "kafka-1", "kafka-2", "kafka-3", "s3", "spark-driver")
+WORKER_LINK = "spark-driver-worker-"
+WORKER_LINKS = tuple(f"{WORKER_LINK}{n}" for n in range(1, TOPOLOGIES["cluster"].workers + 1))
+TARGETS = ("kafka", "kafka-1", "kafka-2", "kafka-3", "s3", "spark-driver", *WORKER_LINKS)
 DIRECTIONS = ("upstream", "downstream", "both")
-# `spark-driver` covers both driver ports executors connect to (RPC and block manager).
-PROXIES = {"kafka": ("kafka",), "s3": ("s3",), "spark-driver": ("spark-driver", "spark-driver-blocks")}
+# `spark-driver` covers both driver ports executors connect to (RPC and block manager), for every worker: a worker's
+# own link ends at these proxies. spark-driver-worker-N covers worker N's two.
+PROXIES = {"kafka": ("kafka",), "s3": ("s3",), "spark-driver": ("spark-driver", "spark-driver-blocks"),
+           **{link: driver_link(link.removeprefix("spark-driver-")) for link in WORKER_LINKS}}
 
 
 def proxies_for(target: str, brokers: list[str]) -> tuple[str, ...]:
@@ -33,8 +39,21 @@ def proxies_for(target: str, brokers: list[str]) -> tuple[str, ...]:
     return PROXIES[target]
 
 
+def worker_link_proxies(target: str, proxies: Collection[str]) -> tuple[str, ...]:
+    """The proxies of a worker's own link to the driver, which a stack of these proxies must have."""
+    names = PROXIES[target]
+    if not all(name in proxies for name in names):
+        worker = target.removeprefix("spark-driver-")
+        raise FaultError(f"this stack has no link of its own between the driver and {worker} "
+                         f"(proxies {', '.join(names)}): only the cluster topology's workers reach the driver through "
+                         "proxies of their own, on the local backend (the containers backend preloads no shim)")
+    return names
+
+
 def proxies_of(fault: BaseFault) -> tuple[str, ...]:
     target = fault.fault.target
+    if target.startswith(WORKER_LINK):
+        return worker_link_proxies(target, fault.ctx.stack.info.proxies)
     return proxies_for(target, fault.ctx.stack.info.brokers if target.startswith("kafka") else [])
 
 
@@ -126,7 +145,7 @@ def _toxic(**declared: Param) -> Mapping[str, Param]:
 
 
 # Every network kind acts through a Toxiproxy proxy, driven by infra/toxiproxy.py.
-_NEEDS = Needs(toxiproxy=True, code=("infra/toxiproxy.py",))
+_NEEDS = Needs(toxiproxy=True, code=("infra/toxiproxy.py", "infra/shims/redirect.c"))
 
 
 # kind -> (Toxiproxy toxic type, its attributes from the fault's params)

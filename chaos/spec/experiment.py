@@ -549,8 +549,8 @@ def parse_experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
 
 
 def _check_topology(faults: tuple[Fault, ...], topology: str) -> None:
-    """A fault that names one broker of several, or whose kind needs several (`min_brokers`), needs a stack that
-    has them."""
+    """A fault that names one broker of several, or whose kind needs several (`min_brokers`), or one worker's link
+    to the driver, needs a stack that has them."""
     brokers = TOPOLOGIES[topology].brokers
     for i, fault in enumerate(faults):
         needed = fault_registry.FAULTS[fault.fault].min_brokers
@@ -562,6 +562,13 @@ def _check_topology(faults: tuple[Fault, ...], topology: str) -> None:
         if fault.target.startswith("kafka-") and brokers == 1:
             raise Invalid(("faults", str(i), "target"), f"{fault.target} names one broker of a cluster, and this "
                           f"experiment runs on a {topology} stack", "kafka; or topology: cluster")
+        if fault.target.startswith("spark-driver-worker-"):
+            workers = TOPOLOGIES[topology].workers
+            node = int(fault.target.rpartition("-")[2])
+            if workers == 1 or node > workers:
+                raise Invalid(("faults", str(i), "target"), f"{fault.target} names one Spark worker's link to the "
+                              f"driver, and this experiment runs on a {topology} stack of {workers} worker"
+                              f"{'s' if workers > 1 else ''}", "spark-driver; or topology: cluster")
         broker = fault.params.get("broker")
         if fault.target == "broker" and isinstance(broker, int) and broker > brokers:
             raise Invalid(("faults", str(i), "params", "broker"), f"broker {broker} on a {topology} stack of "

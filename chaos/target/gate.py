@@ -9,11 +9,11 @@ too (`preload_missing`: the containers backend preloads none).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from ..faults import registry as fault_registry  # by module: its kinds are read when an arm is gated
 from ..faults.base import FaultError, FaultKind
-from ..faults.network import proxies_for
+from ..faults.network import WORKER_LINK, proxies_for, worker_link_proxies
 from ..spec import ExperimentSpec
 from .model import Target
 
@@ -56,8 +56,8 @@ def preload_missing(preloaded: Mapping[str, list[str]], spec: ExperimentSpec, fa
     (StackInfo.preloaded: only the local backend's do), or None. `where` names the stack in the reason."""
     for index in fault_indices:
         fault = spec.faults[index]
-        shim = fault_registry.FAULTS[fault.fault].needs.shim
-        if shim and shim not in preloaded:
+        shim = next((s for s in fault_registry.FAULTS[fault.fault].needs.worker_shims if s not in preloaded), None)
+        if shim is not None:
             return (f"fault {index + 1} ({fault.fault} on {fault.target}): it acts through the shim {shim} preloaded "
                     f"into the Spark workers, and {where} preloads none (only the local backend does: "
                     f"infra/preloads.py)")
@@ -89,10 +89,24 @@ def skip_reason(target: Target, brokers: list[str], s3_fault_proxy: bool, spec: 
             reason = _hook_cannot(target, brokers, fault, kind)
             if reason is not None:
                 return f"{what}: {reason}"
-        if kind.needs.shim:
+        if kind.needs.worker_shims:
             return preload_missing({}, spec, [index], f"target {target.name}")
         if fault.on is not None and not s3_fault_proxy:
             # every lifecycle event, a driver's start included, is told from the job's requests the proxy sees
             return (f"{what}: its trigger ({', '.join(fault.on.events)}) watches the job's S3 requests, and target "
                     f"{target.name} has no S3 fault proxy in its S3 path (s3.fault_proxy)")
+    return None
+
+
+def stack_skip_reason(proxies: Collection[str], spec: ExperimentSpec, fault_indices: Iterable[int]) -> str | None:
+    """Why the arm running `fault_indices` of `spec` cannot act on a stack this suite started, whose Toxiproxy has
+    these proxies: a fault on one worker's own link to the driver where its workers have none (the containers
+    backend's workers preload no shim: infra/components.py `preloaded`), or None."""
+    for index in fault_indices:
+        fault = spec.faults[index]
+        if fault.target.startswith(WORKER_LINK):
+            try:
+                worker_link_proxies(fault.target, proxies)
+            except FaultError as exc:
+                return f"fault {index + 1} ({fault.fault} on {fault.target}): {exc}"
     return None

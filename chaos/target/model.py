@@ -37,8 +37,10 @@ DEPLOY_MODES = ("client", "cluster")
 # The proxies a target can name, by role: the network faults' targets (chaos/faults/network.py), and one Kafka
 # proxy per broker of a multi-broker cluster (kafka-1, kafka-2, ...).
 PROXY_ROLES = ("kafka", "s3", "spark-driver", "spark-driver-blocks")
-PROXY_ROLE_RE = re.compile(r"^(kafka|s3|spark-driver|spark-driver-blocks|kafka-[1-9][0-9]?)$")
-PROXY_ROLE_HELP = f"{', '.join(PROXY_ROLES)} or kafka-N (one per broker)"
+PROXY_ROLE_RE = re.compile(r"^(kafka|s3|spark-driver|spark-driver-blocks|kafka-[1-9][0-9]?"
+                           r"|spark-driver-worker-[1-9]|spark-driver-blocks-worker-[1-9])$")
+PROXY_ROLE_HELP = (f"{', '.join(PROXY_ROLES)}, kafka-N (one per broker) or spark-driver-worker-N and "
+                   "spark-driver-blocks-worker-N (worker N's own link to the driver)")
 ROUTE_ROLE_RE = re.compile(r"^(kafka|s3|kafka-[1-9][0-9]?)$")  # what the suite can put a proxy in front of
 # A hook's placeholders: the signal by name (KILL, TERM, STOP, CONT), the role it acts on, and the node (1..N): the
 # broker with that node id, or the executor on that worker. A hook with {node} aims at one node of several.

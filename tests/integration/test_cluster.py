@@ -1,18 +1,24 @@
 """The cluster topology for real: three KRaft brokers (each behind its own proxy), replication factor 3 with
-min.insync.replicas 2, two Spark workers; a broker lost and back, leadership moved, and a clean teardown.
+min.insync.replicas 2, two Spark workers each with its own link to the driver; a broker lost and back, leadership
+moved, one worker cut off from the driver and back, and a clean teardown.
 
 One cluster stack for the module (it starts in ~9 s). Local backend only: the containers backend runs the same
 component commands (infra/components.py), and its per-role images are covered by test_stack's containers run.
 """
 from __future__ import annotations
 
+import json
 import signal
 import time
 
 import pytest
+import requests
 
+from chaos.faults.network import worker_link_proxies
 from chaos.faults.process import busiest_leader, partition_leaders
 from chaos.smoke import create_topic
+from infra.components import driver_link
+from infra.driver import launch_driver
 from infra.kafka_admin import move_leaders
 from infra.ports import listening
 from infra.stack import PROXIES, Stack
@@ -59,7 +65,8 @@ def test_three_brokers_two_workers_each_broker_behind_its_own_proxy(cluster):
                                                            ["spark-worker-1", "spark-worker-2"])
     assert set(cluster.handles) == {"toxiproxy", "s3proxy", "minio", "kafka-1", "kafka-2", "kafka-3",
                                     "spark-master", "spark-worker-1", "spark-worker-2"}
-    assert set(cluster.toxiproxy.proxies()) == {*info.brokers, *PROXIES}
+    links = {proxy for worker in info.workers for proxy in driver_link(worker)}
+    assert set(cluster.toxiproxy.proxies()) == {*info.brokers, *PROXIES, *links}
     assert len(info.kafka_bootstrap.split(",")) == 3
     from confluent_kafka.admin import AdminClient
 
@@ -133,3 +140,75 @@ def test_leadership_moves_to_another_in_sync_replica_with_no_broker_stopped(clus
     assert all(after[p] != before[p] and after[p] > 0 for p in before), (before, after)
     assert all(handle.alive() for handle in cluster.handles.values())
     assert _produce(cluster, topic, 50) == 50
+
+
+def _worker_executors(stack: Stack, worker: str) -> tuple[set[str], set[str]]:
+    """(running, finished) executor ids on `worker`, from its own status page."""
+    argv = stack.command_of(worker)
+    port = int(argv[argv.index("--port") + 1])
+    found = next(w for w in requests.get(f"{stack.info.spark_master_ui}/json/", timeout=5).json()["workers"]
+                 if w["port"] == port)
+    status = requests.get(f"{found['webuiaddress']}/json/", timeout=5).json()
+    return ({str(e["id"]) for e in status.get("executors", [])},
+            {str(e["id"]) for e in status.get("finishedexecutors", [])})
+
+
+def _jobs(stack: Stack) -> list[dict]:
+    """The link probe's lines so far: one per Spark job, with the executors the driver had after it."""
+    log = stack.log_dir / "link-probe.log"
+    return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")] if log.exists() else []
+
+
+def _until(what: str, done, timeout: float, stack: Stack, probe) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert probe.alive(), f"the probe driver ended while waiting for {what}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout:.0f} s: {_jobs(stack)[-3:]}"
+        time.sleep(1)
+
+
+def test_a_partition_between_the_driver_and_one_worker_loses_that_workers_executors_alone(cluster):
+    """spark-driver-worker-2 down: the driver loses worker 2's executor and runs its jobs on worker 1's, whose
+    executor it keeps; healed, worker 2 runs an executor of the application again."""
+    probe = launch_driver(cluster, "link-probe", "tests.integration.link_probe", ["240"])
+    link = worker_link_proxies("spark-driver-worker-2", cluster.info.proxies)
+    try:
+        _until("job on two executors", lambda: bool(_jobs(cluster)) and len(_jobs(cluster)[-1]["executors"]) == 2,
+               150, cluster, probe)
+        first, second = (_worker_executors(cluster, w)[0] for w in cluster.info.workers)
+        assert len(first) == 1 and len(second) == 1, (first, second)  # spread out: one executor per worker
+        cut = time.time()
+        for proxy in link:
+            cluster.toxiproxy.set_enabled(proxy, False)
+
+        def lost() -> bool:
+            return any(j["end"] > cut and not second & set(j["executors"]) for j in _jobs(cluster))
+
+        _until("job without worker 2's executor", lost, 90, cluster, probe)
+        lost_after = next(j["end"] for j in _jobs(cluster) if j["end"] > cut and not second & set(j["executors"]))
+        _until("second job on worker 1 alone",
+               lambda: sum(j["end"] > lost_after for j in _jobs(cluster)) >= 2, 60, cluster, probe)
+        during = [j for j in _jobs(cluster) if j["end"] > lost_after]
+        assert all(set(j["executors"]) == first for j in during), during  # worker 1's executor kept, and only it
+        running, finished = _worker_executors(cluster, "spark-worker-2")
+        healed = time.time()
+        for proxy in link:
+            cluster.toxiproxy.set_enabled(proxy, True)
+
+        def back() -> bool:  # a new executor of worker 2 in the driver's list
+            return bool(_worker_executors(cluster, "spark-worker-2")[0] & set(_jobs(cluster)[-1]["executors"]) - second)
+
+        _until("executor of worker 2 back with the driver", back, 120, cluster, probe)
+        print(f"link down: worker 2's executor {sorted(second)} gone from the driver {lost_after - cut:.1f} s after "
+              f"the cut; {len(during)} jobs on worker 1's {sorted(first)} alone; worker 2 then ran {sorted(running)}, "
+              f"finished {sorted(finished, key=int)}; healed: worker 2 back with the driver in "
+              f"{time.time() - healed:.1f} s ({_jobs(cluster)[-1]['executors']})")
+        logs = (cluster.stack_dir / "spark-work" / "spark-worker-2").glob(f"app-*/{min(second)}/stderr")
+        said = [line for log in logs for line in log.read_text(errors="replace").splitlines()
+                if "ERROR" in line or "disassociated" in line]
+        print(f"worker 2's executor {min(second)} said: {said[:3]}")
+        assert second <= finished, (second, finished)  # the cut-off executor itself ended, not just forgotten
+    finally:
+        for proxy in link:
+            cluster.toxiproxy.set_enabled(proxy, True)
+        probe.stop()

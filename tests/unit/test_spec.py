@@ -144,6 +144,9 @@ CORPUS = [
     ("one broker of a cluster on a single stack", _set("faults", 0, "target", "kafka-2"),
      "faults.0.target: kafka-2 names one broker of a cluster, and this experiment runs on a single stack; "
      "allowed: kafka; or topology: cluster"),
+    ("one worker's link on a single stack", _set("faults", 0, "target", "spark-driver-worker-1"),
+     "faults.0.target: spark-driver-worker-1 names one Spark worker's link to the driver, and this experiment runs "
+     "on a single stack of 1 worker; allowed: spark-driver; or topology: cluster"),
     ("broker 3 on a single stack", _append_fault({"fault": "process.kill", "target": "broker", "at": "6s",
                                                   "duration": "5s", "params": {"broker": 3}}),
      "faults.1.params.broker: broker 3 on a single stack of 1 broker; "
@@ -172,7 +175,8 @@ CORPUS = [
     ("unknown fault", _set("faults", 0, "fault", "network.explode"),
      f"faults.0.fault: unknown fault 'network.explode'; allowed: {KIND_NAMES}"),
     ("bad fault target", _set("faults", 0, "target", "zookeeper"),
-     "faults.0.target: 'zookeeper' is not valid; allowed: kafka | kafka-1 | kafka-2 | kafka-3 | s3 | spark-driver"),
+     "faults.0.target: 'zookeeper' is not valid; allowed: kafka | kafka-1 | kafka-2 | kafka-3 | s3 | spark-driver | "
+     "spark-driver-worker-1 | spark-driver-worker-2"),
     ("unknown target", _set("arms", "hardened", "targets", "speed", 1),
      "arms.hardened.targets.speed: unknown field; allowed: " + ", ".join(EVERY_TARGET)),
     ("bad param", _append_fault({"fault": "network.bandwidth", "target": "s3", "params": {"rate_kbps": -5}}),

@@ -307,6 +307,33 @@ def test_on_a_cluster_target_per_node_hooks_let_the_cluster_experiments_run():
     assert "nodes is 5" in (_gate(cluster, "cluster-broker-lost", brokers) or "")
 
 
+def test_one_workers_partition_runs_on_a_target_only_where_that_worker_has_its_own_driver_proxies():
+    brokers = ["kafka-1", "kafka-2", "kafka-3"]
+    cluster = _hooked()
+    cluster["toxiproxy"]["proxies"] = {"kafka-1": "k1", "kafka-2": "k2", "kafka-3": "k3", "s3": "s3",
+                                       "spark-driver": "d", "spark-driver-blocks": "db"}
+    assert "no proxy for spark-driver-worker-2, spark-driver-blocks-worker-2" in \
+        (_gate(cluster, "cluster-worker-partition", brokers) or "")
+    cluster["toxiproxy"]["proxies"].update({"spark-driver-worker-2": "d2", "spark-driver-blocks-worker-2": "db2"})
+    assert _gate(cluster, "cluster-worker-partition", brokers) is None
+
+
+def test_one_workers_partition_is_skipped_on_a_stack_whose_workers_have_no_link_of_their_own():
+    """The containers backend's workers preload no shim, so its cluster has no per-worker proxies: SKIPPED, not run
+    with a fault that cannot act."""
+    from chaos.spec.loading import load_experiment
+    from chaos.target.gate import stack_skip_reason
+
+    spec = load_experiment(EXPERIMENTS / "cluster-worker-partition.yaml")
+    shared = ["kafka-1", "kafka-2", "kafka-3", "s3", "spark-driver", "spark-driver-blocks"]
+    assert "no link of its own between the driver and worker-2" in \
+        (stack_skip_reason(shared, spec, range(len(spec.faults))) or "")
+    links = ["spark-driver-worker-1", "spark-driver-blocks-worker-1", "spark-driver-worker-2",
+             "spark-driver-blocks-worker-2"]
+    assert stack_skip_reason([*shared, *links], spec, range(len(spec.faults))) is None
+    assert stack_skip_reason(shared, load_experiment(EXPERIMENTS / "cluster-executor-lost.yaml"), range(2)) is None
+
+
 def test_a_per_node_hook_handle_signals_the_node_asked_for_or_every_node(tmp_path):
     import signal
 

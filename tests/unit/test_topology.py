@@ -1,5 +1,6 @@
 """Topology as data (infra/components.py): names, ports and each broker's configuration for `single` and `cluster`,
-and the pure choices process faults make on a cluster (which broker leads the most partitions)."""
+each worker's own link to the driver, and the pure choices faults make on a cluster (which broker leads the most
+partitions, which proxies one worker's link is)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,8 +8,19 @@ from pathlib import Path
 import pytest
 
 from chaos.faults.base import FaultError
+from chaos.faults.network import proxies_for, worker_link_proxies
 from chaos.faults.process import busiest_leader
-from infra.components import TOPOLOGIES, Ports, kafka_properties, role_of, topology
+from infra.components import (
+    TOPOLOGIES,
+    Ports,
+    Runtime,
+    driver_link,
+    kafka_properties,
+    preloaded,
+    redirect_to_link,
+    role_of,
+    topology,
+)
 from infra.errors import InfraError
 
 
@@ -27,7 +39,7 @@ def test_names_follow_the_topology_and_roles_read_back():
         topology("mesh")
 
 
-@pytest.mark.parametrize("name, count", [("single", 9 + 4 + 2), ("cluster", 9 + 12 + 4)])
+@pytest.mark.parametrize("name, count", [("single", 9 + 4 + 4), ("cluster", 9 + 12 + 8)])
 def test_ports_are_allocated_scalars_first_then_per_broker_and_per_worker(name, count):
     shape = TOPOLOGIES[name]
     numbers = list(range(1000, 1000 + Ports.count(shape)))
@@ -38,7 +50,7 @@ def test_ports_are_allocated_scalars_first_then_per_broker_and_per_worker(name, 
     every = [ports.toxiproxy_api, ports.s3_proxy, ports.minio, ports.spark_master, ports.spark_master_ui,
              ports.driver_rpc, ports.driver_blocks, ports.s3proxy, ports.s3proxy_api,
              *(p for b in ports.brokers for p in (b.proxy, b.internal, b.external, b.controller)),
-             *(p for w in ports.workers for p in (w.port, w.ui))]
+             *(p for w in ports.workers for p in (w.port, w.ui, w.driver_rpc_proxy, w.driver_blocks_proxy))]
     assert every == numbers  # each number used once
 
 
@@ -57,7 +69,7 @@ def test_each_cluster_node_is_broker_and_controller_with_replication_three():
         assert (config["offsets.topic.replication.factor"], config["transaction.state.log.min.isr"]) == ("3", "2")
         assert config["log.dirs"] == f"/data/{node}"
     single = TOPOLOGIES["single"]
-    one = _properties(kafka_properties(Ports.allocate(list(range(3000, 3015)), single), 1, Path("/d"), single))
+    one = _properties(kafka_properties(Ports.allocate(list(range(3000, 3017)), single), 1, Path("/d"), single))
     assert (one["default.replication.factor"], one["min.insync.replicas"], one["node.id"]) == ("1", "1", "1")
 
 
@@ -67,3 +79,34 @@ def test_the_busiest_leader_leads_the_most_partitions_and_the_lowest_node_wins_a
     assert busiest_leader({0: -1, 1: 2}) == 2  # a partition without a leader counts for nobody
     with pytest.raises(FaultError, match="no partition of the job's topic has a leader"):
         busiest_leader({0: -1})
+
+
+def test_each_cluster_worker_is_redirected_to_its_own_driver_proxies():
+    shape = TOPOLOGIES["cluster"]
+    ports = Ports.allocate(list(range(4000, 4000 + Ports.count(shape))), shape)
+    second = ports.workers[1]
+    assert redirect_to_link(ports, 2) == {"CHAOS_REDIRECT": f"{ports.driver_rpc}:{second.driver_rpc_proxy},"
+                                                            f"{ports.driver_blocks}:{second.driver_blocks_proxy}"}
+    assert driver_link("spark-worker-2") == ("spark-driver-worker-2", "spark-driver-blocks-worker-2")
+    runtime = Runtime(java="j", kafka_classpath="k", spark_home="s", minio="m", toxiproxy="t", s3proxy="p",
+                      shims={"redirect": "/lib/redirect.so", "other": "/lib/other.so"})
+    assert preloaded(runtime, {"redirect": {"CHAOS_REDIRECT": "1:2"}, "other": {}}) == \
+        {"LD_PRELOAD": "/lib/redirect.so:/lib/other.so", "CHAOS_REDIRECT": "1:2"}
+    assert preloaded(runtime, {}) == {}
+    with pytest.raises(InfraError, match="cannot preload the shim redirect"):
+        preloaded(Runtime(java="j", kafka_classpath="k", spark_home="s", minio="m", toxiproxy="t", s3proxy="p"),
+                  {"redirect": {}})
+
+
+def test_a_workers_link_is_its_two_proxies_and_a_stack_without_them_says_so():
+    assert proxies_for("spark-driver-worker-2", []) == ("spark-driver-worker-2", "spark-driver-blocks-worker-2")
+    assert proxies_for("spark-driver", []) == ("spark-driver", "spark-driver-blocks")  # every worker: links end there
+    cluster = ["spark-driver", "spark-driver-blocks", "spark-driver-worker-1", "spark-driver-blocks-worker-1",
+               "spark-driver-worker-2", "spark-driver-blocks-worker-2"]
+    assert worker_link_proxies("spark-driver-worker-1", cluster) == ("spark-driver-worker-1",
+                                                                      "spark-driver-blocks-worker-1")
+    # a single-node stack, or a cluster on the containers backend (no shim preloaded): a clear error, not a no-op
+    with pytest.raises(FaultError, match="no link of its own between the driver and worker-2"):
+        worker_link_proxies("spark-driver-worker-2", ["spark-driver", "spark-driver-blocks"])
+    with pytest.raises(FaultError, match="spark-driver-blocks-worker-2"):
+        worker_link_proxies("spark-driver-worker-2", cluster[:5])
