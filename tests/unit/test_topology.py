@@ -10,13 +10,12 @@ import pytest
 from chaos.faults.base import FaultError
 from chaos.faults.network import proxies_for, worker_link_proxies
 from chaos.faults.process import busiest_leader
+from infra import preloads
 from infra.components import (
     TOPOLOGIES,
     Ports,
-    Runtime,
     driver_link,
     kafka_properties,
-    preloaded,
     redirect_to_link,
     role_of,
     topology,
@@ -88,14 +87,15 @@ def test_each_cluster_worker_is_redirected_to_its_own_driver_proxies():
     assert redirect_to_link(ports, 2) == {"CHAOS_REDIRECT": f"{ports.driver_rpc}:{second.driver_rpc_proxy},"
                                                             f"{ports.driver_blocks}:{second.driver_blocks_proxy}"}
     assert driver_link("spark-worker-2") == ("spark-driver-worker-2", "spark-driver-blocks-worker-2")
-    runtime = Runtime(java="j", kafka_classpath="k", spark_home="s", minio="m", toxiproxy="t", s3proxy="p",
-                      shims={"redirect": "/lib/redirect.so", "other": "/lib/other.so"})
-    assert preloaded(runtime, {"redirect": {"CHAOS_REDIRECT": "1:2"}, "other": {}}) == \
-        {"LD_PRELOAD": "/lib/redirect.so:/lib/other.so", "CHAOS_REDIRECT": "1:2"}
-    assert preloaded(runtime, {}) == {}
-    with pytest.raises(InfraError, match="cannot preload the shim redirect"):
-        preloaded(Runtime(java="j", kafka_classpath="k", spark_home="s", minio="m", toxiproxy="t", s3proxy="p"),
-                  {"redirect": {}})
+    # the redirect shim preloaded beside fsfault, with the worker's own setting; never without its setting
+    shims = {"fsfault": Path("/lib/fsfault.so"), "redirect": Path("/lib/redirect.so")}
+    env = preloads.worker_env(shims, Path("/stack"), "spark-worker-2", redirect=redirect_to_link(ports, 2))
+    assert env["LD_PRELOAD"] == "/lib/fsfault.so /lib/redirect.so"
+    assert env["CHAOS_REDIRECT"] == redirect_to_link(ports, 2)["CHAOS_REDIRECT"]
+    assert preloads.preloaded(shims, {"spark-worker-2": env}) == {"fsfault": ["spark-worker-2"],
+                                                                 "redirect": ["spark-worker-2"]}
+    single = preloads.worker_env(shims, Path("/stack"), "spark-worker")
+    assert "CHAOS_REDIRECT" not in single and "redirect" not in single["LD_PRELOAD"]
 
 
 def test_a_workers_link_is_its_two_proxies_and_a_stack_without_them_says_so():
