@@ -42,7 +42,7 @@ from .rejudge import rejudge
 from .spec import ExperimentSpec
 from .store import RunRecord, RunStore, now
 from .target.model import Target
-from .workload import Event, WorkloadSpec, plan
+from .workload import Event, WorkloadSpec, plan, rotation_rate
 
 
 # -- the workload, with data faults reshaping their windows ---------------------------------------------------
@@ -51,14 +51,15 @@ def _workload(spec: ExperimentSpec, shape: str, duration_ms: int, seed: int, **c
     fields: dict[str, Any] = dict(shape=shape, keys=w.keys or 1, rate=w.rate, duration_ms=duration_ms, seed=seed,
                   payload_bytes=w.payload_bytes)
     for name, value in (("zipf_s", w.zipf_s), ("hot_key_share", w.hot_key_share),
-                        ("rotation_live_actors", w.rotation_live_actors)):
+                        ("rotation_live_actors", w.rotation_live_actors), ("rotation_events", w.rotation_events)):
         if value is not None:
             fields[name] = value
     if w.rotation_gap is not None:
         fields["rotation_gap_ms"] = round(w.rotation_gap * 1000)
     fields.update(changes)
     if fields["shape"] == "rotating":
-        fields["rate"] = 2000 * fields["rotation_live_actors"] / fields["rotation_gap_ms"]
+        fields["rate"] = rotation_rate(fields["rotation_live_actors"], fields["rotation_gap_ms"],
+                                       fields.get("rotation_events", 2))
     if fields["shape"] == "hot_key" and fields["keys"] < 2:
         fields["keys"] = 100
     return WorkloadSpec(**fields)
