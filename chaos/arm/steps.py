@@ -25,7 +25,7 @@ from ..faults.base import job_line
 from ..history import HistoryWriter
 from ..outputs import read_progress
 from ..spec import ExperimentSpec
-from ..store import write_lineage, write_oracle, write_sessions
+from ..store import JUDGE_LATER_FILE, write_json, write_lineage, write_oracle, write_sessions
 from ..triggers import EVENTS
 from ..workload import Event
 from .job import DRAIN_KEY, ArmConfig, JobArm
@@ -36,6 +36,9 @@ if TYPE_CHECKING:  # chaos/arm/schedule.py imports this module: the schedule run
     from .schedule import FaultSchedule
 
 WARMUP_TIMEOUT_S = 240.0
+# An interrupted run stops its job with this grace before SIGKILL (10 s otherwise): the run must be gone within 15 s
+# of the signal, and an interrupted arm is judged INTERRUPTED whatever its job's last batch did.
+INTERRUPTED_GRACE_S = 2.0
 WARM_FAST_WAIT_S = 45.0  # after the first batch, how long the warm-up waits for a fast one (chaos.arm.steps.warm_up)
 # Batches after the first that show the job warm whatever they took: on two busy cores a warm job's batches take
 # 1.6-4.5 s (a smoke of 2026-11-28: the first 11-38 s, the next three within 1.3x of the steady ones after them), so
@@ -201,9 +204,12 @@ def produce(ctx: ArmContext, stop: threading.Event, events: list[Event], start_m
 
 
 # -- clean-up ----------------------------------------------------------------------------------------------------
-def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_producing: threading.Event) -> None:
+def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_producing: threading.Event,
+             interrupted: bool = False) -> None:
     """Whatever happened: the producer stopped, every fault healed again, the proxies reset, every job process
-    stopped; the logs scanned a last time, the job's outputs stored, the history closed."""
+    stopped; the logs scanned a last time, the job's outputs stored, the history closed. `interrupted` (Ctrl-C,
+    SIGTERM): the run must end within seconds, so the job gets a short grace and its outputs are stored, not judged
+    (the judging is left to `chaos check`: store_outputs)."""
     stop_producing.set()
     for _index, fault in faults:  # no fault thread may inject after (or while) it is healed below
         fault.stop.set()
@@ -219,21 +225,27 @@ def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_produc
         ctx.history.error(f"toxiproxy reset failed: {exc}")
     for process in (ctx.arm.second, ctx.arm.job):
         if process is not None and process.alive():
-            process.stop(grace=10)
+            process.stop(grace=INTERRUPTED_GRACE_S if interrupted else 10)
     ctx.logs.scan()
     ctx.logs.tally()
-    store_outputs(ctx)
+    store_outputs(ctx, judge=not interrupted)
     ctx.history.close()
 
 
-def store_outputs(ctx: ArmContext) -> None:
-    """sessions.jsonl, oracle.json and lineage.json of the arm; a failure is an `error` record, never a crash."""
+def store_outputs(ctx: ArmContext, judge: bool = True) -> None:
+    """sessions.jsonl, oracle.json and lineage.json of the arm; a failure is an `error` record, never a crash.
+    Without `judge` (an interrupted run), no oracle.json: sessions.jsonl is stored with a note of what the judging
+    needs from the stack that is about to go (chaos/rejudge.py judge_left), and `chaos check` judges it later."""
     try:
         write_sessions(ctx.dir, ctx.arm.iter_sessions())
-        # Judged even without a complete drain: sessions the job never emitted are lost, and say so.
-        summary = ctx.arm.judge()
-        oracle = {**summary["oracle"], "drained": ctx.arm.state.drained}
-        write_oracle(ctx.dir, oracle)
+        if judge:
+            # Judged even without a complete drain: sessions the job never emitted are lost, and say so.
+            summary = ctx.arm.judge()
+            oracle = {**summary["oracle"], "drained": ctx.arm.state.drained}
+            write_oracle(ctx.dir, oracle)
+        else:
+            write_json(ctx.dir / JUDGE_LATER_FILE, {"drained": ctx.arm.state.drained, "topic_audit": (
+                "not read back: the run was interrupted, and the topic went with its stack")})
     except Exception as exc:
         ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
     try:
