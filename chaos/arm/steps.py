@@ -235,7 +235,8 @@ def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_produc
 def store_outputs(ctx: ArmContext, judge: bool = True) -> None:
     """sessions.jsonl, oracle.json and lineage.json of the arm; a failure is an `error` record, never a crash.
     Without `judge` (an interrupted run), no oracle.json: sessions.jsonl is stored with a note of what the judging
-    needs from the stack that is about to go (chaos/rejudge.py judge_left), and `chaos check` judges it later."""
+    needs from the stack that is about to go (chaos/rejudge.py judge_left), and `chaos check` judges it later; the
+    lineage is the checkpoint's listing, its state files not read."""
     try:
         write_sessions(ctx.dir, ctx.arm.iter_sessions())
         if judge:
@@ -253,8 +254,9 @@ def store_outputs(ctx: ArmContext, judge: bool = True) -> None:
 
         from .. import checkpoint_tools
 
+        # interrupted: the listing only; reading what a restart loads downloads the whole state (a gigabyte at scale)
         lineage = checkpoint_tools.lineage(ctx.stack.s3_client(direct=True), ctx.stack.info.bucket,
-                                           ctx.arm.checkpoint_prefix, read_state=read_state_files)
+                                           ctx.arm.checkpoint_prefix, read_state=read_state_files if judge else None)
         write_lineage(ctx.dir, lineage)
     except Exception as exc:
         ctx.history.error(f"listing the checkpoint failed: {type(exc).__name__}: {exc}")
