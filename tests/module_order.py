@@ -30,6 +30,7 @@ COSTS_S = {
     "tests/integration/test_restart.py": 90,
     "tests/integration/test_stack.py": 90,
     "tests/integration/test_cluster.py": 60,
+    "tests/integration/test_state_size.py": 85,  # alone, 2026-11-28 (issue 37): not from a `make test`
     "tests/integration/test_reliability.py": 55,
     "tests/unit/test_run_parts.py": 35,
 }
