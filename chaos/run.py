@@ -35,7 +35,7 @@ from job.settings import FACTORIES, settings_document
 
 from .arm.job import ArmConfig
 from .arm.schedule import FaultSchedule, PhaseClock
-from .arm.steps import ARM_OVERHEAD_S, ArmContext, clean_up, produce, warm_up
+from .arm.steps import ARM_OVERHEAD_S, ArmContext, clean_up, judge_stored, produce, warm_up
 from .faults import FaultContext, build
 from .faults.registry import FAULTS
 from .lanes.gate import LaneGate, span_from_env
@@ -189,8 +189,13 @@ class ArmRun:
         finally:
             if turn is not None:
                 turn.release()
-            with signals_deferred():  # a second Ctrl-C must not skip the heals
-                clean_up(ctx, faults, schedule, stop_producing, interrupted)
+            try:
+                with signals_deferred():  # a second Ctrl-C must not skip the heals
+                    clean_up(ctx, faults, schedule, stop_producing, interrupted)
+                if not interrupted:  # judging takes as long as the arm is large: an interrupt leaves it to check
+                    judge_stored(ctx)
+            finally:
+                ctx.history.close()
 
 
 # -- a whole run -------------------------------------------------------------------------------------------------

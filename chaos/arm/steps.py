@@ -7,6 +7,7 @@
   produce          the planned workload, counting acknowledgements into the context
   (then the faults and the phases while the workload runs: FaultSchedule and PhaseClock, in chaos/arm/schedule.py)
   clean_up         every fault healed again, every process stopped, the job's outputs stored (store_outputs)
+  judge_stored     the outputs judged (oracle.json) and the checkpoint's state files read, unless interrupted
 """
 from __future__ import annotations
 
@@ -207,9 +208,9 @@ def produce(ctx: ArmContext, stop: threading.Event, events: list[Event], start_m
 def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_producing: threading.Event,
              interrupted: bool = False) -> None:
     """Whatever happened: the producer stopped, every fault healed again, the proxies reset, every job process
-    stopped; the logs scanned a last time, the job's outputs stored, the history closed. `interrupted` (Ctrl-C,
-    SIGTERM): the run must end within seconds, so the job gets a short grace and its outputs are stored, not judged
-    (the judging is left to `chaos check`: store_outputs)."""
+    stopped; the logs scanned a last time, the job's outputs stored unjudged (store_outputs). Run with signals held
+    (chaos/run.py): none of it may be skipped, and none of it waits on the arm's size but the reading of the job's
+    output. `interrupted` (Ctrl-C, SIGTERM): the run must end within seconds, so the job gets a short grace."""
     stop_producing.set()
     for _index, fault in faults:  # no fault thread may inject after (or while) it is healed below
         fault.stop.set()
@@ -228,35 +229,44 @@ def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_produc
             process.stop(grace=INTERRUPTED_GRACE_S if interrupted else 10)
     ctx.logs.scan()
     ctx.logs.tally()
-    store_outputs(ctx, judge=not interrupted)
-    ctx.history.close()
+    store_outputs(ctx)
 
 
-def store_outputs(ctx: ArmContext, judge: bool = True) -> None:
-    """sessions.jsonl, oracle.json and lineage.json of the arm; a failure is an `error` record, never a crash.
-    Without `judge` (an interrupted run), no oracle.json: sessions.jsonl is stored with a note of what the judging
-    needs from the stack that is about to go (chaos/rejudge.py judge_left), and `chaos check` judges it later; the
-    lineage is the checkpoint's listing, its state files not read."""
+def store_outputs(ctx: ArmContext) -> None:
+    """sessions.jsonl with judge-later.json (what judging needs from the stack that is about to go: chaos/rejudge.py
+    judge_left), and lineage.json from the checkpoint's listing; a failure is an `error` record, never a crash."""
     try:
         write_sessions(ctx.dir, ctx.arm.iter_sessions())
-        if judge:
-            # Judged even without a complete drain: sessions the job never emitted are lost, and say so.
-            summary = ctx.arm.judge()
-            oracle = {**summary["oracle"], "drained": ctx.arm.state.drained}
-            write_oracle(ctx.dir, oracle)
-        else:
-            write_json(ctx.dir / JUDGE_LATER_FILE, {"drained": ctx.arm.state.drained, "topic_audit": (
-                "not read back: the run was interrupted, and the topic went with its stack")})
+        write_json(ctx.dir / JUDGE_LATER_FILE, {"drained": ctx.arm.state.drained, "topic_audit": (
+            "not read back: the run was interrupted, and the topic went with its stack")})
     except Exception as exc:
         ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
+    _write_lineage(ctx, read_state=False)
+
+
+def judge_stored(ctx: ArmContext) -> None:
+    """oracle.json (the topic read back, the oracle) and lineage.json with the state files a restart loads read:
+    after clean_up, with signals let through, since they take as long as the arm is large (a minute for millions of
+    events, a download of the whole state). An interrupt here leaves judge-later.json, and `chaos check` judges."""
+    try:
+        # Judged even without a complete drain: sessions the job never emitted are lost, and say so.
+        summary = ctx.arm.judge()
+        write_oracle(ctx.dir, {**summary["oracle"], "drained": ctx.arm.state.drained})
+        (ctx.dir / JUDGE_LATER_FILE).unlink(missing_ok=True)
+    except Exception as exc:
+        ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
+    _write_lineage(ctx, read_state=True)
+
+
+def _write_lineage(ctx: ArmContext, read_state: bool) -> None:
     try:
         from infra.state_files import read_state_files
 
         from .. import checkpoint_tools
 
-        # interrupted: the listing only; reading what a restart loads downloads the whole state (a gigabyte at scale)
+        reader = read_state_files if read_state else None
         lineage = checkpoint_tools.lineage(ctx.stack.s3_client(direct=True), ctx.stack.info.bucket,
-                                           ctx.arm.checkpoint_prefix, read_state=read_state_files if judge else None)
+                                           ctx.arm.checkpoint_prefix, read_state=reader)
         write_lineage(ctx.dir, lineage)
     except Exception as exc:
         ctx.history.error(f"listing the checkpoint failed: {type(exc).__name__}: {exc}")
