@@ -70,3 +70,20 @@ def test_outputs_that_cannot_be_judged_are_left_as_they_were_and_say_why(tmp_pat
     assert judge_left(tmp_path / "run", said.append) == 0
     assert not (arm_dir / "oracle.json").exists() and (arm_dir / JUDGE_LATER_FILE).exists()
     assert len(said) == 1 and said[0].startswith("cut/hardened: its outputs could not be judged: LedgerError: ")
+
+
+def test_an_interrupted_run_writes_its_verdicts_only_and_check_judges_the_rest(tmp_path):
+    from chaos.rejudge import rejudge
+
+    arm_dir, _meta = cut_run(tmp_path, damage=0.0)
+    run_dir = tmp_path / "run"
+    (run_dir / "run.json").write_text(json.dumps({"status": "interrupted", "experiments": ["cut"]}))
+    said: list[str] = []
+    results = rejudge(run_dir, said.append, interrupted=True)
+    assert results["verdict"] == "INTERRUPTED" and (run_dir / "results.json").is_file()
+    assert (run_dir / "junit.xml").is_file() and not (run_dir / "index.html").exists()
+    assert not (arm_dir / "oracle.json").exists() and (arm_dir / JUDGE_LATER_FILE).exists()
+    assert said[-1] == f"interrupted: the outputs and the report are judged by: chaos check {run_dir}"
+    rejudge(run_dir, said.append)  # `chaos check RUN_DIR`
+    assert (arm_dir / "oracle.json").is_file() and not (arm_dir / JUDGE_LATER_FILE).exists()
+    assert (run_dir / "index.html").is_file()
