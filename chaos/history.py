@@ -51,7 +51,10 @@ SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "s
 # driver's clock on the harness's host) and its query run (`runId`, new at every start of the query): what shows that
 # a batch completed after a disruption, in the driver running then (chaos/checks/recovery.py). Histories written
 # before them have neither key.
-SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "late_rows", "batch_started", "run_id", "alive")
+# state_memory_bytes is the operators' own memoryUsedBytes (RocksDB's memtables, block cache and pinned blocks), for
+# the state the arm held (chaos/state_held.py); histories written before it have none.
+SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "state_memory_bytes", "late_rows", "batch_started", "run_id",
+                 "alive")
 RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "schedule", "error", "watch", "skipped",
                 "interrupted")
 

@@ -157,6 +157,8 @@ def spec_schema() -> dict:
         "partitions": _int("partitions", 1), "payload_bytes": _int("payload_bytes", 0, spec.MAX_PAYLOAD_BYTES),
         "zipf_s": _number("zipf_s", above=0), "hot_key_share": _number("hot_key_share", 0.01, 0.99),
         "rotation_live_actors": _int("rotation_live_actors", 1), "rotation_gap": _duration(),
+        "rotation_events": _int("rotation_events", 2),
+        "attribute_bytes": _int("attribute_bytes", 0, spec.MAX_PAYLOAD_BYTES),
     }, required=("shape", "rate"))
     properties = {
         "name": {"type": "string", "pattern": spec.NAME_RE.pattern, "maxLength": spec.MAX_NAME},

@@ -37,6 +37,7 @@ SESSIONS_FILE = "sessions.jsonl"
 ORACLE_FILE = "oracle.json"
 LINEAGE_FILE = "lineage.json"
 MUTATION_FILE = "mutation.json"
+JUDGE_LATER_FILE = "judge-later.json"  # an interrupted arm's outputs, stored unjudged (chaos/rejudge.py judge_left)
 LOGS_DIR = "logs"
 STACK_DIR = "stack"
 LATEST = "latest"

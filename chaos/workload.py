@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import heapq
 import itertools
 import json
 import math
@@ -16,7 +17,6 @@ import random
 import re
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,9 +60,10 @@ class WorkloadSpec:
     """What to send. `keys` sizes the key space of uniform, zipf and hot_key (hot_key: "hot-0" plus keys-1 others);
     rotating ignores it because its key space is unbounded by design.
 
-    Rotating follows incident 003: rotation_live_actors actors each send two events rotation_gap_ms apart and
-    retire; the replacement (a never-used key) sends its first event the moment its predecessor sends its last. By
-    Little's law that fixes the rate at 2 * live_actors / gap, so `rate` must agree with it.
+    Rotating follows incident 003: rotation_live_actors actors each send rotation_events events rotation_gap_ms
+    apart and retire; the replacement (a never-used key) sends its first event the moment its predecessor sends its
+    last. The live actors are the open sessions (concurrency) and rotation_events * rotation_gap_ms their length; by
+    Little's law the rate is live * events / ((events - 1) * gap), so `rate` must agree with it.
     """
 
     shape: str
@@ -75,6 +76,7 @@ class WorkloadSpec:
     rotation_live_actors: int = 0
     rotation_gap_ms: int = 0
     payload_bytes: int = 32
+    rotation_events: int = 2
 
     def __post_init__(self) -> None:
         if self.shape not in SHAPES:
@@ -99,25 +101,33 @@ class WorkloadSpec:
             self._check_rotation()
 
     def _check_rotation(self) -> None:
-        live, gap = self.rotation_live_actors, self.rotation_gap_ms
+        live, gap, events = self.rotation_live_actors, self.rotation_gap_ms, self.rotation_events
+        if not _is_int(events) or events < 2:
+            raise ValueError(f"rotation_events: rotating needs an int >= 2 (a first and a last), got {events!r}")
         if not _is_int(live) or live < 1:
             raise ValueError(f"rotation_live_actors: rotating needs an int >= 1, got {live!r}")
         if not _is_int(gap) or gap < 1:
             raise ValueError(f"rotation_gap_ms: rotating needs an int >= 1, got {gap!r}")
-        implied = 2000 * live / gap
+        implied = rotation_rate(live, gap, events)
         if abs(self.rate - implied) > 1e-6 * implied:
             raise ValueError(
-                f"rate: rotating with {live} live actors sending 2 events {gap} ms apart is "
-                f"2000*rotation_live_actors/rotation_gap_ms = {implied!r} ev/s, got {self.rate!r}"
+                f"rate: rotating with {live} live actors sending {events} events {gap} ms apart is "
+                f"1000*live*events/((events-1)*gap_ms) = {implied!r} ev/s, got {self.rate!r}"
             )
+
+
+def rotation_rate(live_actors: int, gap_ms: int, events: int) -> float:
+    """Events/s of a rotation: each actor sends `events` events over (events - 1) * gap_ms (Little's law)."""
+    return 1000 * live_actors * events / ((events - 1) * gap_ms)
 
 
 def plan(spec: WorkloadSpec, start_ms: int = 0) -> Iterator[Event]:
     """Yield the run's events lazily in nondecreasing event time (= start_ms + planned send offset).
 
     uniform, zipf, hot_key: event i is planned at floor(i * 1000 / rate) ms, matching Pacer's schedule exactly.
-    rotating: actor n sends at floor(n * gap / live) and gap ms later; only actors whose second event falls inside
-    duration_ms start, so the first and last gap of a run run at half the rate (a fixed gap, a fixed number of live
+    rotating: actor n sends at floor(n * life / live) and every gap ms after, `events` events over life =
+    (events - 1) * gap; only actors whose last event falls inside duration_ms start, so the first and last life of
+    a run run below the rate (a fixed gap, a fixed number of live
     actors and an even grid cannot all hold while the first actors have nothing to retire).
     """
     rng = random.Random(spec.seed)
@@ -163,21 +173,30 @@ def _keyed(spec: WorkloadSpec, start_ms: int, rng: random.Random) -> Iterator[Ev
 
 
 def _rotating(spec: WorkloadSpec, start_ms: int, rng: random.Random) -> Iterator[Event]:
-    live, gap = spec.rotation_live_actors, spec.rotation_gap_ms
-    retiring: deque[tuple[int, str]] = deque()  # (second event offset, key), in start order
+    live, gap, events = spec.rotation_live_actors, spec.rotation_gap_ms, spec.rotation_events
+    life = (events - 1) * gap
+    # The live actors' next events as (offset, actor, seq): at equal offsets the older actor (lower number) goes
+    # first, so an actor retires before its replacement starts; one entry per live actor.
+    pending: list[tuple[int, int, int]] = []
     for actor in itertools.count():
         # Integer arithmetic makes actor n+live start exactly when actor n retires: exactly `live` stay live.
-        first = actor * gap // live
-        if first + gap >= spec.duration_ms:
+        first = actor * life // live
+        if first + life >= spec.duration_ms:
             break
-        while retiring and retiring[0][0] <= first:  # retire before the replacement starts
-            offset, key = retiring.popleft()
-            yield Event(key, 1, start_ms + offset, _payload(rng, spec.payload_bytes))
-        key = f"actor-{actor}"
-        yield Event(key, 0, start_ms + first, _payload(rng, spec.payload_bytes))
-        retiring.append((first + gap, key))
-    for offset, key in retiring:
-        yield Event(key, 1, start_ms + offset, _payload(rng, spec.payload_bytes))
+        while pending and pending[0][0] <= first:
+            yield _next_of(pending, gap, events, start_ms, rng, spec.payload_bytes)
+        yield Event(f"actor-{actor}", 0, start_ms + first, _payload(rng, spec.payload_bytes))
+        heapq.heappush(pending, (first + gap, actor, 1))
+    while pending:
+        yield _next_of(pending, gap, events, start_ms, rng, spec.payload_bytes)
+
+
+def _next_of(pending: list[tuple[int, int, int]], gap: int, events: int, start_ms: int, rng: random.Random,
+             payload_bytes: int) -> Event:
+    offset, actor, seq = heapq.heappop(pending)
+    if seq + 1 < events:
+        heapq.heappush(pending, (offset + gap, actor, seq + 1))
+    return Event(f"actor-{actor}", seq, start_ms + offset, _payload(rng, payload_bytes))
 
 
 class Pacing(Protocol):

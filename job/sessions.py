@@ -46,13 +46,19 @@ def session_window_sessions(events: DataFrame, settings: Settings) -> DataFrame:
     if settings.max_session_ms:
         grouped = grouped.withColumn("bucket", F.floor(F.col("event_time_ms") / F.lit(settings.max_session_ms)))
         keys.append(F.col("bucket"))
-    sessions = (grouped.groupBy(*keys, F.session_window("event_time", gap))
-                .agg(F.min("event_time_ms").alias("start_ms"), F.max("event_time_ms").alias("last_ms"),
-                     F.count(F.lit(1)).alias("count"), F.min("seq").alias("first_seq"),
-                     F.max("seq").alias("last_seq")))
+    aggregates = [F.min("event_time_ms").alias("start_ms"), F.max("event_time_ms").alias("last_ms"),
+                  F.count(F.lit(1)).alias("count"), F.min("seq").alias("first_seq"), F.max("seq").alias("last_seq")]
+    emitted = []
+    if settings.attribute_bytes:
+        # Cut before aggregating, so the state holds attribute_bytes, not the whole payload; emitted as a length
+        # (the output stays small) that the optimizer cannot compute without keeping the attributes.
+        first_payload = F.substring("payload", 1, settings.attribute_bytes)
+        aggregates.append(F.min_by(first_payload, "seq").alias("attributes"))
+        emitted.append(F.length("attributes").alias("attribute_bytes"))
+    sessions = grouped.groupBy(*keys, F.session_window("event_time", gap)).agg(*aggregates)
     return sessions.select(
         "key", "start_ms", (F.col("last_ms") + F.lit(settings.gap_ms)).alias("end_ms"), "count",
-        "first_seq", "last_seq", _session_id(F.col("key"), F.col("first_seq")).alias("session_id"))
+        "first_seq", "last_seq", _session_id(F.col("key"), F.col("first_seq")).alias("session_id"), *emitted)
 
 
 class BufferingSessionProcessor(StatefulProcessor):
@@ -284,6 +290,11 @@ def buffered_event_time_sessions(events: DataFrame, settings: Settings) -> DataF
 
 
 def build(events: DataFrame, settings: Settings) -> DataFrame:
+    # The naive shapes (the naive profile, aggregate_state off) buffer the events themselves and keep no attributes;
+    # of the aggregate shapes only session-window keeps them, and a setting no state keeps is refused.
+    if settings.attribute_bytes and settings.aggregate_state and settings.state_impl != "session-window":
+        raise ValueError(f"attribute_bytes: state_impl {settings.state_impl!r} keeps no attributes; "
+                         "only session-window does")
     if settings.profile == "naive":
         return buffering_sessions(events, settings)
     if not settings.aggregate_state:

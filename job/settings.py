@@ -62,6 +62,10 @@ class Settings:
     # Sessions keep aggregates only, removed once the watermark passes their end (job/sessions.py); off: the
     # naive state shape (every event of the open session in list state, per-key bookkeeping never expired).
     aggregate_state: bool = False
+    # The first this many bytes of a session's first payload, kept with its aggregates as the session's attributes
+    # (landing page, device) and their length emitted as `attribute_bytes`: the state then grows by about this much
+    # per open session, as a real sessionization's does (docs/job.md "State size"). Only the session-window state.
+    attribute_bytes: int = 0
     stop_on_repeat: bool = False     # a failure repeating on every restart stops the job (exit 7; job/supervisor.py)
     stop_on_takeover: bool = False   # a lease taken over by another deployment stops the job (exit 6; job/lease.py)
     local_disk_outage: bool = False  # a full or failing local disk is an outage, not a repeat (job/supervisor.py)
@@ -213,6 +217,8 @@ def settings_document(doc: object) -> dict[str, Any]:
             raise ValueError(f"setting {name!r}: {value!r} is not a {hints[name]}")
     if "state_impl" in doc and doc["state_impl"] not in STATE_IMPLS:
         raise ValueError(f"setting 'state_impl': {doc['state_impl']!r}; allowed: {', '.join(STATE_IMPLS)}")
+    if doc.get("attribute_bytes", 0) < 0:
+        raise ValueError(f"setting 'attribute_bytes': {doc['attribute_bytes']!r} is not >= 0")
     return dict(doc)
 
 

@@ -30,6 +30,7 @@ COSTS_S = {
     "tests/integration/test_restart.py": 90,
     "tests/integration/test_stack.py": 90,
     "tests/integration/test_cluster.py": 85,  # + 25 s: one worker cut off from the driver (measured 2026-11-28)
+    "tests/integration/test_state_size.py": 85,  # alone, 2026-11-28 (issue 37): not from a `make test`
     "tests/integration/test_reliability.py": 55,
     "tests/integration/test_disk_faults.py": 45,  # measured alone under the machine lock, 2026-11-28
     "tests/integration/test_clock_jump.py": 40,  # measured alone, 2026-11-28: 36 s (stack 6 s, the jump 28 s)

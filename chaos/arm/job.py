@@ -14,6 +14,7 @@ import json
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -197,7 +198,7 @@ class JobArm:
             code = self.job.returncode
         return code
 
-    def produce(self, stop_event: threading.Event | None = None, events: list[Event] | None = None,
+    def produce(self, stop_event: threading.Event | None = None, events: Iterable[Event] | None = None,
                 start_ms: int | None = None, on_progress: Callable[[object], None] = lambda result: None) -> dict:
         """Produce the workload through the `kafka` proxy; the ledger records each ack.
 
@@ -207,8 +208,13 @@ class JobArm:
         self.state.start_ms = int(time.time() * 1000) if start_ms is None else start_ms
         spec = self.config.workload
         last = {"ms": 0}
-        planned = plan(spec, start_ms=self.state.start_ms) if events is None else events
-        pacer = Pacer(spec.rate) if events is None else EventTimePacer(events, self.state.start_ms)
+        planned: Iterable[Event]
+        pacer: Pacer | EventTimePacer
+        if events is None:
+            planned, pacer = plan(spec, start_ms=self.state.start_ms), Pacer(spec.rate)
+        else:  # the pacer looks ahead in the stream the producer takes from
+            planned = Lookahead(events)
+            pacer = EventTimePacer(planned, self.state.start_ms)
 
         def tracked():
             for event in planned:
@@ -291,13 +297,7 @@ class JobArm:
         """oracle.json's report (chaos/judging.py: in bounded memory, with what judging cost) in arm.json."""
         extra, audit = self._topic_copies()
         batches = [r["progress"] for r in read_progress(self.progress_path) if r.get("event") == "progress"]
-        max_len = self.config.max_session_ms if self.config.profile == "hardened" else None
-        # emission: emitted_within (chaos/checks/output_latency.py)
-        report, sessions_emitted = judge_outputs(
-            self.ledger_path, self.iter_sessions(), event_time=self.config.event_time, gap_ms=self.config.gap_ms,
-            max_len_ms=max_len, extra_copies=extra, audit=audit,
-            batch_done_ms=_batch_done_ms(batches) if self.config.event_time else {},
-            workdir=self.dir)
+        report, sessions_emitted = judge_arm_outputs(self.dir, self.config, self.iter_sessions(), extra, audit)
         summary = {
             "profile": self.config.profile,
             "topic": self.state.topic,
@@ -347,29 +347,60 @@ class JobArm:
                 return record["exception"].splitlines()[0][:500]
         return None
 
+class Lookahead:
+    """An iterator of planned events that a pacer can look ahead in: events are pulled from the plan as the pacer
+    or the producer needs them, and held only from the producer's position to the pacer's."""
+
+    def __init__(self, events: Iterable[Event]):
+        self._source = iter(events)
+        self._held: deque[Event] = deque()
+        self._first = 0  # the index, in the whole plan, of the first event held
+
+    def peek(self, index: int) -> Event | None:
+        """Event `index` of the whole plan (not yet taken by the producer), or None past its end."""
+        while self._first + len(self._held) <= index:
+            event = next(self._source, None)
+            if event is None:
+                return None
+            self._held.append(event)
+        return self._held[index - self._first]
+
+    def __iter__(self) -> Lookahead:
+        return self
+
+    def __next__(self) -> Event:
+        event = self._held.popleft() if self._held else next(self._source)
+        self._first += 1
+        return event
+
+
 class EventTimePacer:
     """Pacer interface over planned events: event i is due when the wall clock reaches its event time."""
 
-    def __init__(self, events: list[Event], start_ms: int):
-        self.offsets_s = [(e.event_time_ms - start_ms) / 1000 for e in events]
+    def __init__(self, events: Iterable[Event], start_ms: int):
+        self.events = events if isinstance(events, Lookahead) else Lookahead(events)
+        self.start_ms = start_ms
         self.t0 = time.monotonic() - (time.time() * 1000 - start_ms) / 1000
         self.released = 0
+
+    def _offset_s(self, index: int) -> float | None:
+        event = self.events.peek(index)
+        return None if event is None else (event.event_time_ms - self.start_ms) / 1000
 
     def take(self, limit: int | None = None) -> int:
         elapsed = time.monotonic() - self.t0
         due = self.released
-        while due < len(self.offsets_s) and self.offsets_s[due] <= elapsed and (limit is None or
-                                                                                 due - self.released < limit):
+        while (limit is None or due - self.released < limit) and \
+                (offset := self._offset_s(due)) is not None and offset <= elapsed:
             due += 1
-        if due == len(self.offsets_s) and due == self.released:
+        if due == self.released and self._offset_s(due) is None:
             return 1  # exhausted: ask for one more so produce() sees the plan end
         claimed, self.released = due - self.released, due
         return claimed
 
     def seconds_until_next(self) -> float:
-        if self.released >= len(self.offsets_s):
-            return 0.0
-        return self.offsets_s[self.released] - (time.monotonic() - self.t0)
+        offset = self._offset_s(self.released)
+        return 0.0 if offset is None else offset - (time.monotonic() - self.t0)
 
 
 def _covers(progress: dict, topic: str, offsets: dict[str, int]) -> bool:
@@ -387,6 +418,19 @@ def _covers(progress: dict, topic: str, offsets: dict[str, int]) -> bool:
 def _watermark_ms(progress: dict) -> int:
     watermark = progress.get("eventTime", {}).get("watermark")
     return _iso_ms(watermark) if watermark else 0
+
+
+def judge_arm_outputs(arm_dir: Path, config: ArmConfig, emitted: Iterable[Mapping[str, object]],
+                      extra: Mapping[str, Mapping[int, int]], audit: Mapping[str, object]) -> tuple[dict, int]:
+    """(oracle.json's report, rows emitted) from the arm directory's ledger.jsonl and progress.jsonl and the job's
+    `emitted` rows, by the arm's own session rules: as the arm ends, or later from its stored sessions.jsonl
+    (chaos/rejudge.py judge_left) when an interrupt left the judging to `chaos check`."""
+    batches = [r["progress"] for r in read_progress(arm_dir / "progress.jsonl") if r.get("event") == "progress"]
+    max_len = config.max_session_ms if config.profile == "hardened" else None
+    # emission: emitted_within (chaos/checks/output_latency.py)
+    return judge_outputs(arm_dir / "ledger.jsonl", emitted, event_time=config.event_time, gap_ms=config.gap_ms,
+                         max_len_ms=max_len, extra_copies=extra, audit=audit,
+                         batch_done_ms=_batch_done_ms(batches) if config.event_time else {}, workdir=arm_dir)
 
 
 def _batch_done_ms(batches: list[dict]) -> dict[int, int]:

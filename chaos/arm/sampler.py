@@ -12,6 +12,7 @@ proxy), so a fault on a proxy changes what the job sees, not what the harness me
     batch_duration_ms the longest batch that completed in the window (null if none did)
     state_rows/bytes  of the last completed batch (rows; RocksDB SST bytes, else memory)
     state_sst_bytes   of the last completed batch: RocksDB SST bytes on disk only (0 before the first flush)
+    state_memory_bytes of the last completed batch: the operators' memoryUsedBytes
     checkpoint_bytes  every object under the checkpoint prefix, listed every few seconds
     batch_id          the last completed batch
     batch_started     when the last completed batch started (Spark's progress `timestamp`, ISO 8601 UTC)
@@ -160,7 +161,8 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: dict[str, Any] = {"batch_id": None, "state_rows": None, "state_bytes": None,
-                                      "state_sst_bytes": None, "end": None, "batch_started": None, "run_id": None}
+                                      "state_sst_bytes": None, "state_memory_bytes": None, "end": None,
+                                      "batch_started": None, "run_id": None}
         self._checkpoint_bytes: int | None = None
         self._checkpoint_at = 0.0
         self.last_sample: dict | None = None  # for live progress
@@ -255,6 +257,7 @@ class Sampler:
             memory = sum(op.get("memoryUsedBytes", 0) for op in operators)
             self._last["state_bytes"] = (sst or memory) if operators else None
             self._last["state_sst_bytes"] = sst if operators else None  # on disk only: never the memory fallback
+            self._last["state_memory_bytes"] = memory if operators else None
             end = _end_offsets(last, self.topic)
             if end is not None:
                 self._last["end"] = end
@@ -267,6 +270,7 @@ class Sampler:
             state_rows=self._last["state_rows"],
             state_bytes=self._last["state_bytes"],
             state_sst_bytes=self._last["state_sst_bytes"],
+            state_memory_bytes=self._last["state_memory_bytes"],
             late_rows=self._late_rows,
             checkpoint_bytes=self._checkpoint_size(),
             batch_id=self._last["batch_id"],

@@ -7,6 +7,7 @@
   produce          the planned workload, counting acknowledgements into the context
   (then the faults and the phases while the workload runs: FaultSchedule and PhaseClock, in chaos/arm/schedule.py)
   clean_up         every fault healed again, every process stopped, the job's outputs stored (store_outputs)
+  judge_stored     the outputs judged (oracle.json) and the checkpoint's state files read, unless interrupted
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from ..faults.registry import FAULTS
 from ..history import HistoryWriter
 from ..outputs import read_progress
 from ..spec import ExperimentSpec
-from ..store import write_lineage, write_oracle, write_sessions
+from ..store import JUDGE_LATER_FILE, write_json, write_lineage, write_oracle, write_sessions
 from ..triggers import EVENTS
 from ..workload import Event
 from .job import DRAIN_KEY, ArmConfig, JobArm
@@ -37,6 +38,9 @@ if TYPE_CHECKING:  # chaos/arm/schedule.py imports this module: the schedule run
     from .schedule import FaultSchedule
 
 WARMUP_TIMEOUT_S = 240.0
+# An interrupted run stops its job with this grace before SIGKILL (10 s otherwise): the run must be gone within 15 s
+# of the signal, and an interrupted arm is judged INTERRUPTED whatever its job's last batch did.
+INTERRUPTED_GRACE_S = 2.0
 WARM_FAST_WAIT_S = 45.0  # after the first batch, how long the warm-up waits for a fast one (chaos.arm.steps.warm_up)
 # Batches after the first that show the job warm whatever they took: on two busy cores a warm job's batches take
 # 1.6-4.5 s (a smoke of 2026-11-28: the first 11-38 s, the next three within 1.3x of the steady ones after them), so
@@ -205,9 +209,12 @@ def produce(ctx: ArmContext, stop: threading.Event, events: list[Event], start_m
 
 
 # -- clean-up ----------------------------------------------------------------------------------------------------
-def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_producing: threading.Event) -> None:
+def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_producing: threading.Event,
+             interrupted: bool = False) -> None:
     """Whatever happened: the producer stopped, every fault healed again, the proxies reset, every job process
-    stopped; the logs scanned a last time, the job's outputs stored, the history closed."""
+    stopped; the logs scanned a last time, the job's outputs stored unjudged (store_outputs). Run with signals held
+    (chaos/run.py): none of it may be skipped, and none of it waits on the arm's size but the reading of the job's
+    output. `interrupted` (Ctrl-C, SIGTERM): the run must end within seconds, so the job gets a short grace."""
     stop_producing.set()
     for _index, fault in faults:  # no fault thread may inject after (or while) it is healed below
         fault.stop.set()
@@ -223,30 +230,47 @@ def clean_up(ctx: ArmContext, faults: list, schedule: FaultSchedule, stop_produc
         ctx.history.error(f"toxiproxy reset failed: {exc}")
     for process in (ctx.arm.second, ctx.arm.job):
         if process is not None and process.alive():
-            process.stop(grace=10)
+            process.stop(grace=INTERRUPTED_GRACE_S if interrupted else 10)
     ctx.logs.scan()
     ctx.logs.tally()
     store_outputs(ctx)
-    ctx.history.close()
 
 
 def store_outputs(ctx: ArmContext) -> None:
-    """sessions.jsonl, oracle.json and lineage.json of the arm; a failure is an `error` record, never a crash."""
+    """sessions.jsonl with judge-later.json (what judging needs from the stack that is about to go: chaos/rejudge.py
+    judge_left), and lineage.json from the checkpoint's listing; a failure is an `error` record, never a crash."""
     try:
         write_sessions(ctx.dir, ctx.arm.iter_sessions())
-        # Judged even without a complete drain: sessions the job never emitted are lost, and say so.
-        summary = ctx.arm.judge()
-        oracle = {**summary["oracle"], "drained": ctx.arm.state.drained}
-        write_oracle(ctx.dir, oracle)
+        write_json(ctx.dir / JUDGE_LATER_FILE, {"drained": ctx.arm.state.drained, "topic_audit": (
+            "not read back: the run was interrupted, and the topic went with its stack")})
     except Exception as exc:
         ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
+    _write_lineage(ctx, read_state=False)
+
+
+def judge_stored(ctx: ArmContext) -> None:
+    """oracle.json (the topic read back, the oracle) and lineage.json with the state files a restart loads read:
+    after clean_up, with signals let through, since they take as long as the arm is large (a minute for millions of
+    events, a download of the whole state). An interrupt here leaves judge-later.json, and `chaos check` judges."""
+    try:
+        # Judged even without a complete drain: sessions the job never emitted are lost, and say so.
+        summary = ctx.arm.judge()
+        write_oracle(ctx.dir, {**summary["oracle"], "drained": ctx.arm.state.drained})
+        (ctx.dir / JUDGE_LATER_FILE).unlink(missing_ok=True)
+    except Exception as exc:
+        ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
+    _write_lineage(ctx, read_state=True)
+
+
+def _write_lineage(ctx: ArmContext, read_state: bool) -> None:
     try:
         from infra.state_files import read_state_files
 
         from .. import checkpoint_tools
 
+        reader = read_state_files if read_state else None
         lineage = checkpoint_tools.lineage(ctx.stack.s3_client(direct=True), ctx.stack.info.bucket,
-                                           ctx.arm.checkpoint_prefix, read_state=read_state_files)
+                                           ctx.arm.checkpoint_prefix, read_state=reader)
         write_lineage(ctx.dir, lineage)
     except Exception as exc:
         ctx.history.error(f"listing the checkpoint failed: {type(exc).__name__}: {exc}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..spec import Arm, ExperimentSpec, Targets
+from ..state_held import peak_state
 from ..verdicts import INTERRUPTED, SKIPPED, worst
 from .base import ArmData
 from .exactly_once import count_of
@@ -47,7 +48,7 @@ def judge_records(records: Sequence[Mapping[str, object]], spec: ExperimentSpec,
     result: dict[str, object] = {"profile": profile, "verdict": worst(c.verdict for c in checks), "role": arm.role,
                                  "recovery_s": recovery_s, "recovery_window": recovery_window,
                                  "lost": count("lost"), "duplicated": count("duplicated"), "signature": signature,
-                                 "checks": [c.to_dict() for c in checks]}
+                                 "checks": [c.to_dict() for c in checks], "state_held": peak_state(tl.samples)}
     if arm.waive:  # shown beside the checks: what the arm was not judged on, and why
         result["waived"] = dict(arm.waive)
     interrupted = cut_short(records, run_status)

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from .. import errors
+from ..state_held import describe
 from ..store import is_run_dir
 
 BACKENDS = ("local", "containers")
@@ -71,6 +72,9 @@ def _print_results(results: dict, run_dir: Path) -> None:
             extra = f"  (not passed: {', '.join(failed)})" if failed else ""
             if arm.get("role") == "control" and arm.get("signature"):
                 extra += f"  control reproduced: {arm['signature']}"
+            held = describe(arm.get("state_held"))
+            if held:
+                extra += f"  {held}"
             if arm.get("verdict") == "SKIPPED":
                 extra = f"  (not run: {arm.get('skipped')})"
             print(f"{arm['verdict']:<11} {experiment['name']} / {arm['profile']}{extra}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..state_held import describe, peak_state
 from . import facts
 from .markup import _badge, _count, _duration, _e, _link, _page
 from .model import VERDICT_COLOURS, Arm, Run, Timeline, _anchor, _number, _verdict, _write_atomic, load_run
@@ -313,6 +314,10 @@ def _arm_section(run: Run, arm: Arm) -> str:
     recovery = (f'recovery <span class="not-recovered">{_e(recovery_text)}</span>' if not_recovered
                 else f"recovery {_e(recovery_text)}")
     figures = [recovery, f"lost {_count(data.get('lost'))}", f"duplicated {_count(data.get('duplicated'))}"]
+    # a result judged before state_held existed: the same peaks, from the history the report reads anyway
+    held = describe(data.get("state_held") if "state_held" in data else peak_state(timeline.samples))
+    if held:
+        figures.append(f'<span class="state-held">{_e(held)}</span>')
     signature = _signature_cell(data)
     parts.append(f'<p class="small">{" · ".join(figures)}{" · " + signature if signature else ""}</p>')
     if arm.skipped is not None:

@@ -79,9 +79,9 @@ TOP_FIELDS = ("name", "description", "incident", "seed", "workload", "job", "pha
         "warm_up", "cannot_discriminate", "claims", "topology", "schedule")
 TOP_REQUIRED = ("name", "description", "incident", "seed", "workload", "phases", "faults", "arms")
 SHAPE_PARAMS = {"zipf": ("zipf_s",), "hot_key": ("hot_key_share",),
-                 "rotating": ("rotation_live_actors", "rotation_gap")}
-WORKLOAD_FIELDS = ("shape", "keys", "rate", "partitions", "payload_bytes", "zipf_s", "hot_key_share",
-             "rotation_live_actors", "rotation_gap")
+                 "rotating": ("rotation_live_actors", "rotation_gap", "rotation_events")}
+WORKLOAD_FIELDS = ("shape", "keys", "rate", "partitions", "payload_bytes", "attribute_bytes", "zipf_s",
+                   "hot_key_share", "rotation_live_actors", "rotation_gap", "rotation_events")
 JOB_FIELDS = ("session_gap", "max_session_length", "watermark", "trigger")
 ARM_SETTINGS: Mapping[str, Callable[[object, Path_], object]] = {
     "max_offsets_per_trigger": lambda v, p: None if v is None else integer(v, p, minimum=1),
@@ -128,24 +128,32 @@ def _workload(raw: object) -> Workload:
     rate = number(section["rate"], path + ("rate",), above=0)
     live: int | None
     gap: float | None
+    events: int | None
     if shape == "rotating":
         if "keys" in section:
             raise Invalid(path + ("keys",), "rotating has an unbounded key space",
                            "rotation_live_actors sizes a rotating workload")
         live = integer(required_key(section, "rotation_live_actors", path), path + ("rotation_live_actors",), minimum=1)
         gap = duration_field(required_key(section, "rotation_gap", path), path + ("rotation_gap",), positive=True)
-        implied = 2 * live / gap  # Little's law: each actor sends 2 events over `gap`
+        events = integer(section.get("rotation_events", 2), path + ("rotation_events",), minimum=2)
+        implied = live * events / ((events - 1) * gap)  # Little's law: each actor sends `events` over their span
         if abs(rate - implied) > 1e-6 * implied:
-            raise Invalid(path + ("rate",), f"{rate:g} events/s disagrees with {live} live actors sending 2 events "
-                           f"{fmt_seconds(gap)} apart", f"2 * rotation_live_actors / rotation_gap = {implied:g}")
+            raise Invalid(path + ("rate",), f"{rate:g} events/s disagrees with {live} live actors sending {events} "
+                           f"events {fmt_seconds(gap)} apart", "rotation_live_actors * rotation_events / "
+                           f"((rotation_events - 1) * rotation_gap) = {implied:g}")
         keys = None
     else:
         keys = integer(required_key(section, "keys", path), path + ("keys",), minimum=2 if shape == "hot_key" else 1)
-        live = gap = None
+        live = gap = events = None
+    payload_bytes = integer(section.get("payload_bytes", 32), path + ("payload_bytes",), 0, MAX_PAYLOAD_BYTES)
+    attribute_bytes = integer(section.get("attribute_bytes", 0), path + ("attribute_bytes",), 0, MAX_PAYLOAD_BYTES)
+    if attribute_bytes > payload_bytes:
+        raise Invalid(path + ("attribute_bytes",), f"{attribute_bytes} is more than the payload it is cut from",
+                      f"at most payload_bytes ({payload_bytes})")
     return Workload(
         shape=shape, rate=rate, keys=keys,
         partitions=integer(section.get("partitions", 4), path + ("partitions",), minimum=1),
-        payload_bytes=integer(section.get("payload_bytes", 32), path + ("payload_bytes",), 0, MAX_PAYLOAD_BYTES),
+        payload_bytes=payload_bytes, attribute_bytes=attribute_bytes, rotation_events=events,
         zipf_s=number(section.get("zipf_s", 1.1), path + ("zipf_s",), above=0) if shape == "zipf" else None,
         hot_key_share=(number(section.get("hot_key_share", 0.5), path + ("hot_key_share",), 0.01, 0.99)
                        if shape == "hot_key" else None),

@@ -41,6 +41,7 @@ MAX_ITEMS = 100  # entries of a list: faults, probes, log signatures, a suite's 
 LIMITS: Mapping[str, float] = MappingProxyType({
     # the workload: what one producer and a 2-core Spark can push and hold
     "rate": 100_000, "keys": 10_000_000, "partitions": 256, "rotation_live_actors": 10_000_000, "zipf_s": 10,
+    "rotation_events": 1_000_000,
     "seed": MAX_INT,
     # job settings an arm may change
     "max_offsets_per_trigger": 100_000_000, "min_batches_to_retain": 10_000, "failure_budget": 10_000,

@@ -45,7 +45,11 @@ class Workload:
     zipf_s: float | None
     hot_key_share: float | None
     rotation_live_actors: int | None
-    rotation_gap: float | None  # seconds of event time between an actor's two events
+    rotation_gap: float | None  # seconds of event time between an actor's consecutive events
+    rotation_events: int | None = None  # events per actor (its session's length); None for the keyed shapes
+    # Bytes of each session's first payload the hardened job keeps as the session's attributes (landing page,
+    # device): what makes its state grow with open sessions * attribute_bytes (docs/job.md "State size").
+    attribute_bytes: int = 0
 
     @property
     def live_keys(self) -> int | None:
@@ -260,6 +264,8 @@ class ExperimentSpec:
         if job.max_session_length_set:
             length = job.max_session_length
             changes["max_session_ms"] = None if length is None else round(length * 1000)
+        if self.workload.attribute_bytes:
+            changes["attribute_bytes"] = self.workload.attribute_bytes
         for name, value in (self.arm(profile).settings.items() if arm_settings else ()):
             if name in OPTION_MAPS:  # merged over the profile's own; a None value removes the profile's key
                 merged = {**getattr(base, name), **cast(Mapping[str, "str | None"], value)}  # option_map's
@@ -366,7 +372,7 @@ def _spec_from_plain(d: Mapping) -> ExperimentSpec:
         source=d["source"], scale=d["scale"], name=d["name"], description=d["description"],
         incident=Incident(**_known(d["incident"], Incident)),
         seed=d["seed"],
-        workload=Workload(**_known(d["workload"], Workload)),
+        workload=Workload(**_known(d["workload"], Workload, optional=("rotation_events", "attribute_bytes"))),
         job=Job(**_known(d["job"], Job)),
         phases=Phases(**_known(d["phases"], Phases)),
         faults=tuple(Fault(fault=f["fault"], target=f["target"], at=f["at"], duration=f["duration"],

@@ -861,7 +861,9 @@ def test_a_hardened_arm_that_holds_every_target_passes(tmp_path, story):
     assert_checks(result["checks"], {"progress": "PASSED", "recovery": "PASSED", "lost": "PASSED",
                                      "duplicated": "PASSED", "probe:processed_rate": "PASSED"})
     assert list(result) == ["profile", "verdict", "role", "recovery_s", "recovery_window", "lost", "duplicated",
-                            "signature", "checks"]
+                            "signature", "checks", "state_held"]
+    # the peaks of the samples (healthy(): 300 rows, 1 MB state, 5000 B checkpoint; no SST or memory recorded)
+    assert result["state_held"] == {"rows": 300, "sst_bytes": None, "memory_bytes": None, "checkpoint_bytes": 5000}
     start, end = result["recovery_window"]  # where the report draws the recovery: its disruption to healthy again
     assert end - start == pytest.approx(8.5)
     assert all(list(c) == ["name", "verdict", "expected", "measured", "message"] for c in result["checks"])

@@ -1,6 +1,7 @@
 """Pure parts of the engine: the workload plan with data-fault windows, pacing, arm settings, the fault registry."""
 from __future__ import annotations
 
+import itertools
 import re
 import textwrap
 import time
@@ -14,7 +15,7 @@ from chaos.faults.network import Toxic
 from chaos.faults.registry import FAULTS, IMPLEMENTATIONS
 from chaos.run import arm_config, planned_events, segments
 from chaos.spec import load_experiment
-from chaos.workload import Event
+from chaos.workload import Event, WorkloadSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +46,7 @@ def test_a_hot_key_window_reshapes_only_its_window_and_keeps_seqs_unique(tmp_pat
     """)
     pieces = segments(spec, {})
     assert [(start, w.shape) for start, w in pieces] == [(0.0, "uniform"), (15.0, "hot_key"), (25.0, "uniform")]
-    events = planned_events(pieces, start_ms=1_000_000)
+    events = list(planned_events(pieces, start_ms=1_000_000))
     hot = [e for e in events if e.key == "hot-0"]
     assert hot and all(1_015_000 <= e.event_time_ms < 1_025_000 for e in hot)
     assert abs(len(hot) - 0.5 * 50 * 10) <= 1  # half of the window's events
@@ -66,7 +67,7 @@ def test_key_rotation_window_uses_the_rate_its_actors_imply(tmp_path):
     pieces = segments(spec, {})
     rotating = [w for _, w in pieces if w.shape == "rotating"][0]
     assert rotating.rate == 2000 * 10 / 4000
-    events = planned_events(pieces, 0)
+    events = list(planned_events(pieces, 0))
     actors = {e.key for e in events if e.key.startswith("actor-")}
     assert len(actors) > 10  # keys retire and new ones replace them
 
@@ -195,3 +196,28 @@ def test_a_settings_document_is_checked_field_by_field(document, error, capsys):
         from_args(["--profile", "hardened", "--topic", "t", "--deployment", "d",
                    "--settings-json", json.dumps(document)])
     assert "--settings-json: " + error in capsys.readouterr().err
+
+
+def test_the_plan_is_produced_as_it_falls_due_never_held_whole():
+    """20 million events (a scale arm's hour): the first ones come at once, and the pacer over the stream releases
+    what is due while the producer takes exactly those."""
+    start_ms = int(time.time() * 1000)
+    huge = WorkloadSpec("uniform", 3_000_000, 5_000.0, 4_000_000_000, 7, payload_bytes=1024)
+    began = time.perf_counter()
+    events = planned_events([(0.0, huge)], start_ms)
+    pacer = EventTimePacer(events, start_ms)
+    stream = pacer.events
+    assert pacer.take(1000) >= 1
+    taken = list(itertools.islice(stream, pacer.released))
+    assert time.perf_counter() - began < 1.0
+    assert [e.seq for e in taken[:1]] == [0] and all(e.event_time_ms <= start_ms + 1000 for e in taken)
+    assert 0 <= pacer.seconds_until_next() <= 0.2 + (time.time() * 1000 - start_ms) / 1000
+
+
+def test_overlapping_windows_merge_in_event_time_and_seq_follows_it():
+    a = WorkloadSpec("uniform", 1, 10.0, 1000, 1, payload_bytes=0)
+    b = WorkloadSpec("uniform", 1, 10.0, 1000, 2, payload_bytes=0)
+    events = list(planned_events([(0.0, a), (0.55, b)], 0))
+    times = [e.event_time_ms for e in events]
+    assert times == sorted(times) and len(events) == 20
+    assert [e.seq for e in events] == list(range(20))  # one key ("k-0") in both: seq in event-time order

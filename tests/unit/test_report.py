@@ -6,6 +6,7 @@ The expectations are the real runs' numbers, read from the fixtures' results.jso
 checks every arm, and written out where a test pins one fact the report must show."""
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -675,3 +676,21 @@ def test_the_trend_page_through_the_chaos_command_itself(tmp_path):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (runs / "trend.html").is_file() and "trend:" in done.stdout
+
+
+def test_each_arm_shows_the_state_it_held_from_its_history_when_its_result_predates_the_record(built):
+    from chaos.state_held import describe, peak_state
+
+    _, text = built
+    shown = 0
+    for experiment, profile in ARMS_A:
+        held = peak_state(r for r in history(RUN_A, experiment, profile) if r.get("type") == "sample")
+        line = describe(held)
+        arm = section(text, f"{experiment}--{profile}")
+        if line is None:
+            assert "state-held" not in arm
+        else:
+            assert f'<span class="state-held">{html.escape(line)}</span>' in arm, (experiment, profile)
+            assert held["sst_bytes"] is None and "SST" not in line  # these histories predate state_sst_bytes
+            shown += 1
+    assert shown >= len(ARMS_A) - 1  # every arm whose job completed a batch
