@@ -310,7 +310,7 @@ def test_nightly_and_pre_release_require_discrimination_and_smoke_does_not():
     nightly = {e.spec.name: e.spec for e in load_suite(suites / "nightly.yaml").entries}
     assert all(spec.require_discrimination for spec in nightly.values())
     assert sorted(name for name, spec in nightly.items() if spec.cannot_discriminate) == [
-        "checkpoint-commit-failures", "cluster-leader-move", "cluster-rolling-restart",
+        "checkpoint-commit-failures", "cluster-leader-move", "cluster-rolling-restart", "cluster-worker-partition",
         "crash-anywhere", "driver-latency", "kafka-broker-disconnect", "lifecycle-kills", "process-crash",
         "slow-s3-put"]
 
