@@ -209,9 +209,10 @@ def test_the_plan_is_produced_as_it_falls_due_never_held_whole():
     stream = pacer.events
     assert pacer.take(1000) >= 1
     taken = list(itertools.islice(stream, pacer.released))
-    assert time.perf_counter() - began < 1.0
-    assert [e.seq for e in taken[:1]] == [0] and all(e.event_time_ms <= start_ms + 1000 for e in taken)
-    assert 0 <= pacer.seconds_until_next() <= 0.2 + (time.time() * 1000 - start_ms) / 1000
+    assert time.perf_counter() - began < 5.0  # planning the whole would take minutes and gigabytes
+    assert len(taken) == pacer.released and taken[0].seq == 0
+    assert all(e.event_time_ms <= time.time() * 1000 for e in taken)  # only events already due
+    assert pacer.seconds_until_next() <= 0.2  # the next one is 1/5000 s later (negative when a busy machine lags)
 
 
 def test_overlapping_windows_merge_in_event_time_and_seq_follows_it():
