@@ -932,7 +932,8 @@ def test_a_control_that_shows_nothing_did_not_reproduce_the_incident(tmp_path, s
     assert result["checks"][-1] == {"name": "control", "verdict": "FAILED", "expected": "reproduces the incident",
                                     "measured": "no signature",
                                     "message": "control did not reproduce the incident: no expected log line "
-                                               "matched, state did not grow and the job did not fail"}
+                                               "matched, state did not grow, the job did not stall as long as its "
+                                               "target asks and did not fail"}
     # ... but a control whose environment broke is UNKNOWN, not FAILED
     broken = judge_records(story(metrics=recovering, extra=[(30.0, "error", ("broker gone",), {})]), spec, "naive")
     assert broken["verdict"] == "UNKNOWN" and all(c["name"] != "control" for c in broken["checks"])
