@@ -12,7 +12,7 @@ can. The pin in requirements.lock keeps that private method stable, and tests/in
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 
@@ -78,19 +78,8 @@ class ObjectStore:
     # -- reads ----------------------------------------------------------------------------------------------
     def get(self, key: str) -> tuple[bytes, str]:
         """(content, etag); Missing if there is no such object."""
-        from minio.error import S3Error
-
-        try:
-            response = self.client.get_object(self.bucket, key)
-        except S3Error as error:
-            if error.code in ("NoSuchKey", "NoSuchObject"):
-                raise Missing(key) from None
-            raise
-        try:
-            return response.read(), _etag(response.headers.get("ETag"))
-        finally:
-            response.close()
-            response.release_conn()
+        data, etag, _headers = self._read(key)
+        return data, etag
 
     def get_aged(self, key: str) -> tuple[bytes, str, float | None]:
         """(content, etag, age in seconds): the age by S3's own clock, its answer's Date less the object's
@@ -98,6 +87,16 @@ class ObjectStore:
         the answer lacks either header."""
         from email.utils import parsedate_to_datetime
 
+        data, etag, headers = self._read(key)
+        try:
+            age: float | None = (parsedate_to_datetime(headers["Date"])
+                                 - parsedate_to_datetime(headers["Last-Modified"])).total_seconds()
+        except (KeyError, TypeError, ValueError):
+            age = None
+        return data, etag, age
+
+    def _read(self, key: str) -> tuple[bytes, str, Mapping[str, str]]:
+        """(content, etag, the answer's headers); Missing if there is no such object."""
         from minio.error import S3Error
 
         try:
@@ -107,13 +106,7 @@ class ObjectStore:
                 raise Missing(key) from None
             raise
         try:
-            data = response.read()
-            try:
-                age: float | None = (parsedate_to_datetime(response.headers["Date"])
-                                     - parsedate_to_datetime(response.headers["Last-Modified"])).total_seconds()
-            except (KeyError, TypeError, ValueError):
-                age = None
-            return data, _etag(response.headers.get("ETag")), age
+            return response.read(), _etag(response.headers.get("ETag")), response.headers
         finally:
             response.close()
             response.release_conn()
