@@ -37,8 +37,8 @@ def judge_left(run_dir: Path, say: Callable[[str], None]) -> int:
     """Judge every arm whose outputs an interrupt left unjudged: oracle.json from its ledger.jsonl, its
     sessions.jsonl and progress.jsonl, by the session rules its spec.json gives its profile (the topic read-back
     is gone with the stack: oracle.json says so). Returns how many arms were judged."""
+    from .arm.config import arm_config
     from .arm.job import judge_arm_outputs
-    from .run import arm_config
     from .spec import ExperimentSpec
 
     judged = 0

@@ -19,7 +19,6 @@ checkers turn into UNKNOWN: never reported as a broken job.
 """
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import os
 import random
@@ -27,13 +26,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from infra.errors import InfraError
 from infra.stack import Stack, StackLike, signals_deferred
-from job.settings import FACTORIES, settings_document
 
-from .arm.job import ArmConfig
+from .arm.config import arm_config, workload_of
 from .arm.schedule import FaultSchedule, PhaseClock
 from .arm.steps import ARM_OVERHEAD_S, ArmContext, clean_up, judge_stored, produce, warm_up
 from .faults import FaultContext, build
@@ -43,29 +40,10 @@ from .rejudge import rejudge
 from .spec import ExperimentSpec
 from .store import RunRecord, RunStore, now
 from .target.model import Target
-from .workload import Event, WorkloadSpec, plan, rotation_rate
+from .workload import Event, WorkloadSpec, plan
 
 
 # -- the workload, with data faults reshaping their windows ---------------------------------------------------
-def _workload(spec: ExperimentSpec, shape: str, duration_ms: int, seed: int, **changes) -> WorkloadSpec:
-    w = spec.workload
-    fields: dict[str, Any] = dict(shape=shape, keys=w.keys or 1, rate=w.rate, duration_ms=duration_ms, seed=seed,
-                  payload_bytes=w.payload_bytes)
-    for name, value in (("zipf_s", w.zipf_s), ("hot_key_share", w.hot_key_share),
-                        ("rotation_live_actors", w.rotation_live_actors), ("rotation_events", w.rotation_events)):
-        if value is not None:
-            fields[name] = value
-    if w.rotation_gap is not None:
-        fields["rotation_gap_ms"] = round(w.rotation_gap * 1000)
-    fields.update(changes)
-    if fields["shape"] == "rotating":
-        fields["rate"] = rotation_rate(fields["rotation_live_actors"], fields["rotation_gap_ms"],
-                                       fields.get("rotation_events", 2))
-    if fields["shape"] == "hot_key" and fields["keys"] < 2:
-        fields["keys"] = 100
-    return WorkloadSpec(**fields)
-
-
 def segments(spec: ExperimentSpec, jitters: dict[int, float], only: Iterable[int] | None = None,
              total: float | None = None) -> list[tuple[float, WorkloadSpec]]:
     """(start second, workload) pieces covering the whole run (`total` seconds, default the spec's phases): the
@@ -82,16 +60,16 @@ def segments(spec: ExperimentSpec, jitters: dict[int, float], only: Iterable[int
     pieces, cursor = [], 0.0
     for number, (start, end, fault) in enumerate(windows):
         if start > cursor:
-            pieces.append((cursor, _workload(spec, spec.workload.shape, round((start - cursor) * 1000),
+            pieces.append((cursor, workload_of(spec, spec.workload.shape, round((start - cursor) * 1000),
                                              spec.seed + 2 * number)))
         reshape = FAULTS[fault.fault].reshape
         assert reshape is not None
         changes = dict(reshape(fault.params))  # the kind's own shape of its window (chaos/faults/data.py)
-        pieces.append((start, _workload(spec, changes.pop("shape"), round((end - start) * 1000),
+        pieces.append((start, workload_of(spec, changes.pop("shape"), round((end - start) * 1000),
                                         spec.seed + 2 * number + 1, **changes)))
         cursor = max(cursor, end)
     if cursor < total:
-        pieces.append((cursor, _workload(spec, spec.workload.shape, round((total - cursor) * 1000),
+        pieces.append((cursor, workload_of(spec, spec.workload.shape, round((total - cursor) * 1000),
                                          spec.seed + 2 * len(windows))))
     return pieces
 
@@ -110,21 +88,6 @@ def planned_events(pieces: Iterable[tuple[float, WorkloadSpec]], start_ms: int) 
 
 
 # -- one arm -----------------------------------------------------------------------------------------------------
-def arm_config(spec: ExperimentSpec, profile: str) -> ArmConfig:
-    """The job settings this arm runs with: the profile's, the spec's `job` section, the arm's settings; sent to the
-    job as one document of what departs from the profile (checked here by the job's own settings_document)."""
-    base = FACTORIES[profile]("t", "d", "p")
-    final = spec.apply_settings(profile, base)
-    changes = {f.name: getattr(final, f.name) for f in dataclasses.fields(final)
-               if f.name not in ("topic", "deployment", "progress_file", "profile")
-               and getattr(final, f.name) != getattr(base, f.name)}
-    if profile == "naive":  # processing-time sessions without bounds: event-time settings mean nothing there
-        changes = {k: v for k, v in changes.items() if k not in ("watermark_ms", "max_session_ms")}
-    placeholder = _workload(spec, spec.workload.shape, round(spec.phases.total * 1000), spec.seed)
-    return ArmConfig(profile=profile, workload=placeholder, partitions=spec.workload.partitions,
-                     settings=settings_document(changes), drain_timeout_s=180.0)
-
-
 class ArmRun:
     """One arm: topic and job started, warm-up, the workload produced while the faults run on their schedule and
     the phase clock marks the phases, drain, stop; then clean-up, whatever happened. The steps and the state each

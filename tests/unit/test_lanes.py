@@ -48,7 +48,7 @@ def test_the_queue_offers_restarting_experiments_first_each_class_longest_first(
 def test_cluster_experiments_run_alone_after_the_one_node_ones():
     queued, alone = split(_planned("nightly"))
     assert {spec.topology for _, spec in queued} == {"single"}
-    assert len(alone) == 4 and {spec.topology for _, spec in alone} == {"cluster"}
+    assert len(alone) == 5 and {spec.topology for _, spec in alone} == {"cluster"}
 
 
 def test_the_lane_command_lines_parse_as_the_lane_reads_them(tmp_path):
