@@ -3,6 +3,7 @@ stalled: a control's signature, the longest stretch of the inject and recover ph
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Hashable, Sequence
 
 from .base import CheckDef, ControlData, settle
 from .timeline import Check, Timeline, at_time, metric, num, time_of
@@ -57,8 +58,10 @@ def check_progress(tl: Timeline) -> Check:
                      f"no batch_id measured in {', '.join(unmeasured)}: progress there cannot be judged")
     # Before the faults and at the end, a healthy job completes batches steadily, not one per phase.
     for name, start, end in _steady_windows(tl):
-        steady = [(t, b, metric(s, "batch_duration_ms")) for s in tl.samples
-                  if start <= (t := time_of(s)) < end and (b := metric(s, "batch_id")) is not None]
+        # a batch is its id, its start and its query run: a restarted job re-runs the batch it had not committed
+        # under the id it last reported, and that re-run completing is progress
+        steady = [(t, (b, s.get("batch_started"), s.get("run_id")), metric(s, "batch_duration_ms"))
+                  for s in tl.samples if start <= (t := time_of(s)) < end and (b := metric(s, "batch_id")) is not None]
         if len(steady) < 4:
             continue
         idle = _first_idle_stretch(steady)
@@ -80,8 +83,8 @@ STEADY_IDLE_S = 5.0
 STEADY_END_S = 10.0
 
 
-def _first_idle_stretch(steady: list[tuple[float, float, float | None]]) -> tuple[float, float] | None:
-    """The first idle stretch longer than STEADY_IDLE_S in (time, batch_id, batch_duration_ms) samples, as (when it
+def _first_idle_stretch(steady: Sequence[tuple[float, Hashable, float | None]]) -> tuple[float, float] | None:
+    """The first idle stretch longer than STEADY_IDLE_S in (time, batch, batch_duration_ms) samples, as (when it
     ended, its seconds), or None. The time after the last completed batch is idle beyond that batch's duration, as
     the next may be running as long (a window in which none completed is idle throughout). The last batch, not the
     longest: one slow batch early in the window must not excuse a stop at its end."""

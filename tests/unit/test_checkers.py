@@ -194,6 +194,21 @@ def test_steady_progress_excuses_a_slow_batch_but_not_an_idle_job(story):
         return {**healthy(t), "batch_id": batch, "batch_duration_ms": 1500}
     assert check_progress(timeline(story(metrics=rolled_back_at_the_end))).verdict == "PASSED"
 
+    # A job restarted at the end of recover re-runs the batch it had not committed under the same id: that re-run
+    # completing (a new run_id and start) is a batch completed (the smoke's corrupted-sst arm, 2026-11-28: batch 28
+    # re-run for 14.6 s, then 29 after 2.0 s, judged idle 5.1 s while batch ids alone were the measure).
+    def rerun_at_the_end(t):
+        rerun = t >= 48
+        return {**healthy(t), "batch_id": min(int(t), 48) if t < 56 else int(t) - 7,
+                "batch_duration_ms": 7000 if int(t) == 55 else 500 if t >= 56 or t < 48 else None,
+                "run_id": "second" if rerun and t >= 55 else "first",
+                "batch_started": "b" if rerun and t >= 55 else "a" if t >= 48 else str(int(t))}
+    assert check_progress(timeline(story(metrics=rerun_at_the_end))).verdict == "PASSED"
+    # ... which the batch id alone does not show
+    def same_id_and_run(t):
+        return {**rerun_at_the_end(t), "run_id": "first", "batch_started": "a" if t >= 48 else str(int(t))}
+    assert check_progress(timeline(story(metrics=same_id_and_run))).verdict == "FAILED"
+
     # One slow batch early in that window does not excuse the stop after the last, quick one.
     def one_slow_batch_then_stuck(t):
         return {**stalls_at_the_end(t), "batch_duration_ms": 9000 if int(t) == 51 else 500}
