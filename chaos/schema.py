@@ -111,7 +111,7 @@ def _targets() -> dict:
         "progress": {"type": "boolean"},
         "recovery": _object({"within": _duration(), "healthy_samples": _int("healthy_samples", 1),
                              "lag_below": {"anyOf": [_number("lag_below", above=0), _duration()]},
-                             "grouped": {"type": "boolean"}},
+                             "grouped": {"type": "boolean"}, "control_margin": _duration()},
                             required=("within", "lag_below")),
         "max_lag": _int("max_lag"), "lost": bound, "duplicated": _int("duplicated"),
         "state": _object({"trend": {"enum": list(spec.TRENDS)}, "during": _phase_list(),

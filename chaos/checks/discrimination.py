@@ -46,6 +46,14 @@ def _unhealed(tl: Timeline) -> tuple[str, ...]:
     return tuple(f"{name} on {target}" for (name, target), state in last.items() if state != "healed")
 
 
+def complete_schedule(records: Sequence[Mapping[str, object]], spec: ExperimentSpec) -> bool:
+    """The control ran the hardened arm's faults, every one healed, and reached the end of its last phase: its
+    recovery can stand beside the hardened arm's."""
+    tl = timeline(records)
+    return (_fault_indices(spec, CONTROL) == _fault_indices(spec, SUBJECT) and not _unhealed(tl)
+            and "recover" in _ended_phases(records))
+
+
 def discriminate(records: Sequence[Mapping[str, object]], spec: ExperimentSpec,
                  oracle: Mapping[str, object] | None = None, lineage: Mapping[str, object] | None = None,
                  missing: Mapping[str, str] | None = None, subject_kind: str = "compare") -> dict:

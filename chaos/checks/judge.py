@@ -18,9 +18,10 @@ from ..spec import ExperimentSpec
 from ..store import write_result
 from ..verdicts import INTERRUPTED, worst
 from .arm import judge_records, skipped_reason
-from .discrimination import CONTROL, SUBJECT, discriminate, discrimination_result
+from .discrimination import CONTROL, SUBJECT, complete_schedule, discriminate, discrimination_result
 from .exactly_once import oracle_kind
 from .logs import signature_ratio, watched_patterns
+from .recovery import check_recovery_vs_control
 from .registry import raised
 from .timeline import Check, timeline
 
@@ -139,6 +140,29 @@ def _with_signature_ratio(experiment_dir: Path, spec: ExperimentSpec, arm: dict)
     return {**arm, "checks": checks, "verdict": verdict}
 
 
+def _with_control_recovery(experiment_dir: Path, spec: ExperimentSpec, arm: dict) -> dict:
+    """The hardened arm also gets `recovery_vs_control` (chaos/checks/recovery.py) where its recovery target states
+    a `control_margin` and the control ran the same faults to the end of its phases in this run: a pre-release
+    run, which runs the controls the nightly leaves out. Left out otherwise (no figure of plain Spark to follow)."""
+    target = spec.arm(SUBJECT).targets.recovery
+    if (arm["profile"] != SUBJECT or arm.get("interrupted") or target is None or target.control_margin is None
+            or not (experiment_dir / CONTROL).is_dir()):
+        return arm
+    try:
+        control = _read_arm(experiment_dir / CONTROL)
+        subject = _read_arm(experiment_dir / SUBJECT)
+        if isinstance(control, str) or isinstance(subject, str) or skipped_reason(control.records) is not None:
+            return arm
+        if not complete_schedule(control.records, spec):
+            return arm
+        check = check_recovery_vs_control(timeline(subject.records), timeline(control.records), target)
+    except Exception as error:  # noqa: BLE001 - guarded like every check
+        check = raised("recovery_vs_control", error)
+    if check is None:
+        return arm
+    return {**arm, "checks": [*arm["checks"], check.to_dict()], "verdict": worst([arm["verdict"], check.verdict])}
+
+
 def _experiment_dirs(run_dir: Path, listed: object) -> list[Path]:
     """Experiments in run.json order, then any other directory with a spec.json (sorted); never reached: left out."""
     names = [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
@@ -178,7 +202,8 @@ def judge_run(run_dir: str | Path) -> dict:
                 discrimination = judge_discrimination(experiment_dir, spec)
             except Exception as error:  # noqa: BLE001 - a broken judge is UNKNOWN, never a lost results.json
                 discrimination = discrimination_result(spec, [raised("discrimination", error)])
-            arms = [_with_signature_ratio(experiment_dir, spec, arm) for arm in arms]
+            arms = [_with_control_recovery(experiment_dir, spec, _with_signature_ratio(experiment_dir, spec, arm))
+                    for arm in arms]
         for arm in arms:
             write_result(experiment_dir / arm["profile"], arm)
         # A required discrimination that fails (not_discriminating, not waived) fails the experiment, and so the

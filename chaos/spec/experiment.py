@@ -448,7 +448,7 @@ def _targets(raw: object, path: Path_, probes: tuple[Probe, ...], phases: Phases
 
 
 def _recovery(raw: object, path: Path_, phases: Phases) -> Recovery:
-    section = mapping_of(raw, path, ("within", "healthy_samples", "lag_below", "grouped"),
+    section = mapping_of(raw, path, ("within", "healthy_samples", "lag_below", "grouped", "control_margin"),
                          required=("within", "lag_below"))
     within = duration_field(section["within"], path + ("within",), positive=True)
     if within > phases.recover + EPSILON:
@@ -464,7 +464,9 @@ def _recovery(raw: object, path: Path_, phases: Phases) -> Recovery:
     return Recovery(within=within,
                     healthy_samples=integer(section.get("healthy_samples", 3), path + ("healthy_samples",), minimum=1),
                     lag_below=lag, lag_below_s=lag_s,
-                    grouped=boolean(section["grouped"], path + ("grouped",)) if "grouped" in section else False)
+                    grouped=boolean(section["grouped"], path + ("grouped",)) if "grouped" in section else False,
+                    control_margin=(duration_field(section["control_margin"], path + ("control_margin",))
+                                    if "control_margin" in section else None))
 
 
 def _with_rate(arm: Arm, rate: float) -> Arm:

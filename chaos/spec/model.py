@@ -124,6 +124,11 @@ class Recovery:
     # is carried to the healthy run after the next (from the group's first disruption, not counting time a fault is
     # in place); without it such a disruption FAILS.
     grouped: bool = False
+    # Where the control (naive) arm ran the same faults in the same run and recovered, the hardened arm's recovery may
+    # exceed the control's by at most this many seconds (`recovery_vs_control`): the hardening may cost, say, a
+    # verification per restart, but a regression of the hardened path beyond plain Spark's figure shows up. None:
+    # not compared.
+    control_margin: float | None = None
 
 
 @dataclass(frozen=True)
@@ -339,7 +344,8 @@ def _targets_from_plain(d: Mapping) -> Targets:
     return Targets(
         progress=d["progress"],
         recovery=None if recovery is None else Recovery(**_known(recovery, Recovery,
-                                                                 optional=("lag_below_s", "grouped"))),
+                                                                 optional=("lag_below_s", "grouped",
+                                                                           "control_margin"))),
         max_lag=d["max_lag"], lost=d["lost"], duplicated=d["duplicated"],
         state=None if state is None else StateTarget(**{**_known(state, StateTarget,
                                                                  optional=("bytes_threshold", "bytes_per_event")),
