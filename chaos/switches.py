@@ -72,10 +72,6 @@ def _switches() -> dict[str, Switch]:
                           "KB/s cap, 503 storms) Hadoop's default client came through within the same bounds: measured "
                           "in slow-s3-put, checkpoint-commit-failures and s3-slowdown-storm; the bounded client "
                           "changes how a stall ends (a failure and a restart), not an outcome judged here")),
-        Switch("task_retries", "a failed task tried twice, not four times (spark.task.maxFailures)",
-               {"spark_options": {"spark.task.maxFailures": None}},
-               explained=("2 or 4 attempts per task changed no outcome: measured in checkpoint-commit-failures (S3 "
-                          "resets and silences during commits), recovered within its bound either way")),
         # An arm setting, not the `job` section; the oracle judges the mutant by its own rules (no cut), and the
         # output a key that never pauses withholds is judged by emitted_within (chaos/checks/output_latency.py).
         Switch("max_session", "a maximum session length: a key that never pauses still closes sessions",

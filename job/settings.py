@@ -144,10 +144,10 @@ def hardened(topic: str, deployment: str, progress_file: str, **overrides) -> Se
         lease_store_clock=True,
         restart_on_clock_step=True,
         # 002/004: an S3 call gives up in bounded time (a silent connection after 15 s, a whole request after
-        # 60 s, which still lets a 1 MB snapshot through a 50 KB/s link) with a few quick retries, and a failed
-        # task is tried twice, not four times: an S3 outage fails the batch within about half a minute and the
-        # supervisor restarts it, instead of the query stalling for minutes inside nested retries (measured: with
-        # the defaults a batch hung 89 s through a 60 s outage and failed only after ~130 s of one).
+        # 60 s, which still lets a 1 MB snapshot through a 50 KB/s link) with a few quick retries: an S3 outage
+        # fails the batch within about half a minute and the supervisor restarts it, instead of the query stalling
+        # for minutes inside nested retries (measured: with the defaults a batch hung 89 s through a 60 s outage
+        # and failed only after ~130 s of one).
         s3a_options={
             "connection.timeout": "15s",
             "connection.establish.timeout": "15s",  # Hadoop raises anything lower to 15 s (and says so)
@@ -156,7 +156,8 @@ def hardened(topic: str, deployment: str, progress_file: str, **overrides) -> Se
             "retry.interval": "250ms",
             "attempts.maximum": "2",
         },
-        spark_options={"spark.task.maxFailures": "2"},
+        # Spark's own task retries (spark.task.maxFailures, 4) stay: 2 attempts instead changed no outcome
+        # (docs/job.md, "Removed switches").
     )
     return replace(base, **overrides)
 

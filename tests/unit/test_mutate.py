@@ -28,7 +28,6 @@ def test_each_mutant_turns_exactly_one_switch_off():
         assert changed == expected, (switch, changed)
     assert settings_of(mutant(spec("kafka-broker-disconnect"), "kafka_options")).kafka_options == {}
     assert settings_of(mutant(spec("slow-s3-put"), "s3a_options")).s3a_options == {}
-    assert "spark.task.maxFailures" not in settings_of(mutant(spec("slow-s3-put"), "task_retries")).spark_options
     assert settings_of(mutant(spec("hot-key-session-growth"), "max_session")).max_session_ms is None
 
 
@@ -140,17 +139,18 @@ def test_a_mutant_without_max_session_is_judged_by_its_own_rules_and_on_its_with
 def test_an_explained_survivor_is_a_survivor_and_counts_in_the_denominator():
     from chaos.mutate import headline
 
-    assert SWITCHES["task_retries"].explained and not SWITCHES["lease"].explained
-    rows = [{"experiment": "a", "switch": "task_retries", "mutant": "a--task_retries"},
+    assert SWITCHES["changelog_checkpointing"].explained and not SWITCHES["lease"].explained
+    rows = [{"experiment": "a", "switch": "changelog_checkpointing", "mutant": "a--changelog_checkpointing"},
             {"experiment": "b", "switch": "lease", "mutant": "b--lease"}]
-    results = {"experiments": [{"name": "a--task_retries", "arms": [_arm("PASSED", ("lost", "PASSED"))]},
+    results = {"experiments": [{"name": "a--changelog_checkpointing", "arms": [_arm("PASSED", ("lost", "PASSED"))]},
                                {"name": "b--lease", "arms": [_arm("FAILED", ("lost", "FAILED"))]}]}
     result = matrix(results, rows)
-    assert result["switches"]["task_retries"]["status"] == "survived"
-    assert result["switches"]["task_retries"]["explained"] == SWITCHES["task_retries"].explained
-    assert result["survivors"] == ["task_retries"] and list(result["explained"]) == ["task_retries"]
+    assert result["switches"]["changelog_checkpointing"]["status"] == "survived"
+    assert result["switches"]["changelog_checkpointing"]["explained"] == SWITCHES["changelog_checkpointing"].explained
+    assert result["survivors"] == ["changelog_checkpointing"]
+    assert list(result["explained"]) == ["changelog_checkpointing"]
     assert (result["claimed_kill_rate"], result["killed"], result["claimed"]) == (0.5, 1, 2)
-    assert "survivors: task_retries (explained: docs/job.md)" in headline(result)
+    assert "survivors: changelog_checkpointing (explained: docs/job.md)" in headline(result)
 
 
 def test_the_new_switches_give_the_job_their_off_settings():
