@@ -129,6 +129,7 @@ class CorruptCheckpoint(BaseFault):
     damage, so the fault does not depend on how many batches the job happened to run before it."""
 
     WAIT_S = 90.0
+    damaged: dict | None = None  # what was damaged in place (while_job: running)
     kills_sender = True  # on a trigger the job is killed at the event (a crash), not stopped
     held_after_firing = False  # the job restarts on the damage at once: nothing stays in place to heal
 
@@ -153,13 +154,9 @@ class CorruptCheckpoint(BaseFault):
     def _damage_and_restart(self) -> None:
         """Damage the (stopped or killed) job's checkpoint, then start the job on it whatever happened: it is the
         driver this fault stopped that comes back."""
-        arm, p = self.ctx.arm, self.params
+        arm = self.ctx.arm
         try:
-            damaged = checkpoint_damage.corrupt(self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket,
-                                               arm.checkpoint_prefix, kind=p["kind"], version=p["version"],
-                                               method=p["method"], seed=self.ctx.seed)
-        except checkpoint_damage.NothingToCorrupt as nothing:
-            raise FaultError(f"checkpoint.corrupt {p['kind']}: {nothing}") from None
+            damaged = self._damage()
         finally:
             new = arm.start_job()
         self.ctx.say(f"corrupted {damaged['file']} ({damaged['method']})")
@@ -178,8 +175,33 @@ class CorruptCheckpoint(BaseFault):
                                  f"checkpoint within {self.WAIT_S:.0f} s")
             if self.stop.wait(2):
                 return
-        if self.stop_job("stopped to corrupt its checkpoint"):  # else it ended by itself: it stays down
+        if p["while_job"] == "running":
+            self._damage_in_place()
+        elif self.stop_job("stopped to corrupt its checkpoint"):  # else it ended by itself: it stays down
             self._damage_and_restart()
+
+    def _damage_in_place(self) -> None:
+        """Damage the files while the job runs (bit rot at rest): the running job holds its state in memory and
+        meets the damage only when something reloads it from S3 (an executor lost, a restart)."""
+        self.damaged = self._damage()
+        self.ctx.say(f"corrupted {self.damaged['file']} ({self.damaged['method']}) while the job runs")
+
+    def _record(self, state: str) -> None:
+        if self.damaged is None:
+            super()._record(state)
+            return
+        # the damage done in place goes with the fault's record: no job record tells of it
+        self.ctx.history.fault(self.fault.fault, self.fault.target, state, {**self.params, "corrupted": self.damaged})
+        self.ctx.say(f"fault {self.fault.fault} on {self.fault.target}: {state}")
+
+    def _damage(self) -> dict:
+        p = self.params
+        try:
+            return checkpoint_damage.corrupt(self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket,
+                                             self.ctx.arm.checkpoint_prefix, kind=p["kind"], version=p["version"],
+                                             method=p["method"], seed=self.ctx.seed)
+        except checkpoint_damage.NothingToCorrupt as nothing:
+            raise FaultError(f"checkpoint.corrupt {p['kind']}: {nothing}") from None
 
     def heal(self) -> None:
         self.bring_back()
@@ -192,6 +214,9 @@ def _validate_corrupt(fault: Fault, path: tuple[str, ...]) -> None:
         raise Invalid(vpath, f"{p['version']}: a {p['kind']} file has no version", "newest")
     if p["version"] != "newest" and p["kind"] in ("sst", "zip", "changelog") and p["version"] < 1:
         raise Invalid(vpath, f"{p['version']} is not a state version", "an integer >= 1 or newest")
+    if p["while_job"] == "running" and fault.on is not None:
+        raise Invalid(path + ("params", "while_job"), "running: a trigger's `on` kills the job to damage it",
+                      "while_job: down with `on`, or no `on`")
     many = not isinstance(p["method"], str) and len(p["method"]) > 1
     if many and p["kind"] != "sst" and p["version"] != "newest":
         # checkpoint_damage.choose takes further files from other partitions' newest versions only
@@ -222,6 +247,10 @@ KINDS = (
                   method=Param("choice", "how; a list damages one file per method (other partitions or older "
                                "entries first)", required=True, choices=("bit_flip", "truncate", "footer",
                                                                          "zero_fill"), many=True),
+                  while_job=Param("choice", "down: the job is stopped (or killed at `on`), damaged and restarted "
+                                  "on it; running: the files are damaged while the job runs and nothing is "
+                                  "restarted (the job meets the damage when it next loads state from S3: an "
+                                  "executor lost, a restart)", default="down", choices=("down", "running")),
               ), implementation=CorruptCheckpoint, validate=_validate_corrupt, triggerable=True, instant=True,
               momentary=True, restarts_processes=True,
               needs=Needs(code=("chaos/checkpoint_tools.py", "chaos/checkpoint_damage.py"))),

@@ -22,7 +22,8 @@ def check_spacing(faults: tuple[Fault, ...], arms: tuple[Arm, ...]) -> None:
         need = target.within + target.healthy_samples * SAMPLE_EVERY_S
         fix = (f"faults at least {fmt_seconds(need)} apart (recovery within {fmt_seconds(target.within)} + "
                f"{target.healthy_samples} samples), or grouped: true in arms.{arm.profile}.targets.recovery")
-        indices = sorted(arm.faults if arm.faults is not None else range(len(faults)), key=lambda i: faults[i].at)
+        indices = sorted((i for i in (arm.faults if arm.faults is not None else range(len(faults)))
+                          if _disrupts(faults[i])), key=lambda i: faults[i].at)
         for i in indices:
             fault, count = faults[i], faults[i].params.get("count")
             if not isinstance(count, int) or count < 2:
@@ -53,6 +54,12 @@ def check_spacing(faults: tuple[Fault, ...], arms: tuple[Arm, ...]) -> None:
                               "each disruption alone", fix)
             if end is None or fault.latest_end > end:
                 end, last = fault.latest_end, i
+
+
+def _disrupts(fault: Fault) -> bool:
+    """Whether the fault does something the job must recover from: a file damaged in place while the job runs does
+    not (it is met by what reloads it, another fault's disruption)."""
+    return not (fault.fault == "checkpoint.corrupt" and fault.params.get("while_job") == "running")
 
 
 def check_one_after_another(faults: tuple[Fault, ...], arms: tuple[Arm, ...]) -> None:

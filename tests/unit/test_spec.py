@@ -823,3 +823,11 @@ def test_faults_an_arm_judges_alone_are_spaced_for_its_recovery(tmp_path):
         load({**kill, "at": "13s", "duration": "20s", "params": {"count": 2}, "on": {"event": "first_batch"}})
     assert load({**kill, "at": "13s", "duration": "20s", "params": {"count": 2}, "on": {"event": "first_batch"}},
                 grouped=True).faults[1].on is not None
+    # a file damaged in place while the job runs disrupts nothing: what reloads it (an executor lost) is the disruption
+    rot = {"fault": "checkpoint.corrupt", "duration": "2s", "params": {"kind": "sst", "method": "footer"}}
+    with pytest.raises(SpecError, match=r"faults.1.at: starts 5s after faults.0's window ends"):
+        load({**rot, "at": "10s"})
+    assert load({**rot, "at": "10s", "params": {**rot["params"], "while_job": "running"}}).faults[1].at == 10.0
+    with pytest.raises(SpecError, match=r"faults.1.params.while_job: running: a trigger's `on` kills the job"):
+        load({**rot, "at": "13s", "params": {**rot["params"], "while_job": "running"},
+              "on": {"event": "first_batch"}})
