@@ -39,11 +39,6 @@ def _switches() -> dict[str, Switch]:
                {"lease": False}),
         Switch("verify_state", "manifests, verification of the whole checkpoint before every start, repair",
                {"verify_state": False}),
-        Switch("spark_snapshot_repair", "Spark's own autoSnapshotRepair (a damaged snapshot rebuilt from changelogs)",
-               {"spark_snapshot_repair": False},
-               explained=("verification sets a damaged snapshot aside before Spark loads it, so Spark's own repair is "
-                          "never reached while verification is on (measured: corrupted-sst passes with it off); it "
-                          "stays on, Spark's default, as a second line for damage between the check and the load")),
         Switch("supervise", "restarts of a failed query with backoff (off: the first failure ends the job)",
                {"supervise": False}),
         Switch("failure_budget", "a bound on restarts (off: restart forever, an outage never reported)",

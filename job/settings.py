@@ -120,9 +120,9 @@ def hardened(topic: str, deployment: str, progress_file: str, **overrides) -> Se
         # 001 ("_metadata already exists"): one deployment per checkpoint, enforced by a lease.
         lease=True,
         # 001 ("Bad table magic number"): verify the state version before loading it; roll back if damaged.
-        # Spark's own snapshot repair (on by default in 4.3) stays on as a second line: measured, it rebuilds a
-        # damaged snapshot from changelogs, but nothing repairs a damaged changelog (docs/job.md).
         verify_state=True,
+        # Spark's own snapshot repair, its default in 4.3 (the naive profile turns it off, as the incident jobs had
+        # none): not a hardening switch, since verification recovers what it repairs (docs/job.md "Removed switches").
         spark_snapshot_repair=True,
         # 001/002 ("Exceeded checkpoint tolerable failure threshold"): transient failures restart the query
         # with backoff (1 s doubling to 10 s: recovery after a heal waits at most that long); 20 failures in

@@ -35,8 +35,7 @@ def test_the_plan_runs_the_hardened_arm_alone_once_per_claimed_switch():
     specs = [spec("corrupted-sst"), spec("checkpoint-collision"), spec("driver-latency")]
     rows = plan(specs)
     assert [(r["experiment"], r["switch"]) for r in rows] == [
-        ("corrupted-sst", "verify_state"), ("corrupted-sst", "spark_snapshot_repair"),
-        ("checkpoint-collision", "lease")]
+        ("corrupted-sst", "verify_state"), ("checkpoint-collision", "lease")]
     assert all([a.profile for a in r["mutant"].arms] == ["hardened"] for r in rows)
     assert rows[0]["mutant"].name == "corrupted-sst--verify_state" and not rows[0]["mutant"].claims
     assert [r["switch"] for r in plan(specs, ["lease"])] == ["lease"]
