@@ -208,7 +208,11 @@ def _recovery_after(tl: Timeline, target: Recovery, start: Mapping[str, object],
     t_start, t_first = time_of(start), time_of(first)
     grouped = first is not start
     last = start if grouped else None
-    after = [i for i, s in enumerate(tl.samples) if time_of(s) > t_start and (until is None or time_of(s) <= until)]
+    # Samples after the recover phase's end are the drain's: the input has stopped, so the lag falls whether or not
+    # the job caught up. Recovery is judged while the workload still runs.
+    recover = tl.window("recover")
+    stop = until if recover is None or (until is not None and until <= recover[1]) else recover[1]
+    after = [i for i, s in enumerate(tl.samples) if time_of(s) > t_start and (stop is None or time_of(s) <= stop)]
 
     def elapsed(t: float) -> float:
         return round(t - t_first - _under_faults(windows, t_first, t), 1)
@@ -234,8 +238,10 @@ def _recovery_after(tl: Timeline, target: Recovery, start: Mapping[str, object],
                             f"samples from {seconds:.1f} s after {what}{counted} ({batch_text})", first_batch,
                             last=last, healthy_at=time_of(samples[index]))
     last_lag = next((metric(s, "lag") for s in reversed(samples) if metric(s, "lag") is not None), None)
-    window = (until if until is not None else tl.end) - t_start
-    before = f" before the next fault at t={until:.1f}s" if until is not None else ""
+    window = (stop if stop is not None else tl.end) - t_start
+    before = (f" before the next fault at t={until:.1f}s" if until is not None and stop == until
+              else f" before the recover phase ended at t={stop:.1f}s (the drain after it is not judged)"
+              if stop is not None and stop < tl.end else "")
     return RecoveryTime(None, "FAILED", first,
                         f"not recovered{before}: never {target.healthy_samples} healthy samples in a row (lag below "
                         f"{_lag_text(target)} with progress in new batches) in the {window:.1f} s after {what}"

@@ -246,6 +246,21 @@ def test_recovery_measures_from_the_last_heal_to_the_first_healthy_run(story):
     assert (late.verdict, late.measured) == ("FAILED", "8.5s")
 
 
+def test_recovery_is_judged_while_the_workload_runs_never_in_the_drain(story):
+    """After the recover phase the input stops and the lag falls whether or not the job caught up: a job that is
+    still behind at the phase's end has not recovered, however healthy the drain's samples look."""
+    def behind_until_the_drain(t):
+        sample = recovering(t)
+        if t >= 35:
+            sample.update(lag=3000 if t < 60 else 5)
+        return sample
+    tl = timeline(story(metrics=behind_until_the_drain, end=70.0))
+    assert tl.window("recover") == (40.0, 60.0) and tl.samples[-1]["t"] > 69
+    check = check_recovery(tl, Recovery(within=30.0, healthy_samples=3, lag_below=1000))
+    assert (check.verdict, check.measured) == ("FAILED", "not recovered")
+    assert "before the recover phase ended at t=60.0s (the drain after it is not judged)" in check.message
+
+
 def test_recovery_counts_the_last_heal_and_needs_consecutive_samples(story):
     def blip(t):
         sample = recovering(t)
