@@ -89,6 +89,9 @@ def _fault(name: str) -> dict:
                             "minItems": 2, "maxItems": 2}]},
         "after": {"anyOf": [_duration(), {"type": "array", "items": _duration(), "minItems": 2, "maxItems": 2}]},
         "state_kind": {"enum": list(triggers.STATE_KINDS)},
+        "bytes": {"anyOf": [{"type": "integer", "minimum": 1},
+                            {"type": "string", "pattern": "^" + triggers.SIZE_RE.pattern + "$"}],
+                  "description": "state_reached only: RocksDB SST bytes, or a size such as 1GiB"},
         "for": _duration(),
     }, required=("event",), description="fire on a lifecycle event of the job instead of at a time")
     return _object({

@@ -12,11 +12,18 @@ dropped when the fault killed the process that sent it (the answer never arrives
     on: {event: job_started, after: 12s}           # 12 s after the driver process started (its launch)
     on: {event: [first_batch, offsets_written, state_put_started], skip: [0, 2]}
                                                    # each firing draws an event, and lets 0..2 matches pass first
+    on: {event: state_reached, bytes: 1GiB}        # once the job's state store reports 1 GiB of RocksDB SST
 
 Fields: `event` (a name below, or a list to draw from per firing, with the experiment's seed), `batch` (a batch
 id, one event only, where the event has one), `skip` (matches let pass before firing: a number or `[lo, hi]`),
-`after` (job_started only: a duration or `[lo, hi]`), `state_kind` (state_put_* only: changelog | zip | sst), and
-`for` (faults that heal: how long the fault stays injected once fired; default: until its window ends).
+`after` (job_started only: a duration or `[lo, hi]`), `state_kind` (state_put_* only: changelog | zip | sst), `bytes`
+(state_reached only, required there: a size such as 1GiB or 512MiB, or bytes), and `for` (faults that heal: how long
+the fault stays injected once fired; default: until its window ends).
+
+`state_reached` is read from the job's own progress, not from S3: it fires once a completed batch of the running
+driver reports at least `bytes` of RocksDB SST summed over its state operators (`rocksdbSstFileSize`), the measure
+an arm records as the state it held (chaos/state_held.py). A fault at scale then lands at a state size, not at a
+time that a slower machine would reach with a smaller state.
 
 This module is pure: the event table, the typed trigger, its validation and the seeded draws. chaos/arm/lifecycle.py
 realises them against a running stack.
@@ -57,6 +64,7 @@ def _state_batch(match: re.Match) -> int | None:
 
 EVENTS: Mapping[str, EventType] = {e.name: e for e in (
     EventType("job_started", "the job's driver process was started (a launch or a restart); `after` waits"),
+    EventType("state_reached", "a completed batch reports at least `bytes` of RocksDB SST in the state store"),
     EventType("first_batch", "the first batch of a started driver begins: its offsets entry is being written",
               ("PUT",), _CK + r"offsets/\.(?P<batch>\d+)\." + _TMP + "$", "before", _group_batch),
     EventType("offsets_written", "offsets/N is stored, and commits/N is not yet written",
@@ -79,7 +87,10 @@ EVENTS: Mapping[str, EventType] = {e.name: e for e in (
 )}
 STATE_KINDS = ("changelog", "zip", "sst")
 LAUNCH_EVENTS = ("job_started", "first_batch")  # only while a started driver has not begun its first batch
-BATCH_EVENTS = tuple(name for name, e in EVENTS.items() if name not in ("job_started", "lease_renewed"))
+BATCH_EVENTS = tuple(name for name, e in EVENTS.items()
+                     if name not in ("job_started", "state_reached", "lease_renewed"))
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(" + "|".join(_UNITS) + r")?\s*")  # `bytes`: 1GiB, 512 MiB, 1.5GB
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,7 @@ class Trigger:
     after: tuple[float, float] = (0.0, 0.0)  # seconds, job_started only
     state_kind: str | None = None
     hold_for: float | None = None  # seconds the fault stays injected once fired (`for`); None: until its window ends
+    state_bytes: int | None = None  # state_reached only: RocksDB SST bytes the state store must report
 
 
 @dataclass(frozen=True)
@@ -139,7 +151,7 @@ def key_pattern(event: EventType, deployment: str, trigger: Trigger) -> str:
 
 # -- validation ----------------------------------------------------------------------------------------------
 Invalid = Callable[[tuple, str, str], Exception]  # (path, what is wrong, what is allowed) -> the spec's error
-_FIELDS = ("event", "batch", "skip", "after", "state_kind", "for")
+_FIELDS = ("event", "batch", "skip", "after", "state_kind", "bytes", "for")
 
 
 def parse(raw: object, path: tuple, parse_duration: Callable[[object], float], scale: float,
@@ -179,13 +191,45 @@ def parse(raw: object, path: tuple, parse_duration: Callable[[object], float], s
                           "state events only")
         if state_kind == "sst" and batch is not None:
             raise invalid(path + ("batch",), "an SST belongs to no batch", "no batch with state_kind sst")
+    state_bytes = None
+    if "bytes" in raw:
+        if names != ["state_reached"]:
+            raise invalid(path + ("bytes",), "only applies to state_reached, alone", "no bytes without state_reached")
+        state_bytes = parse_size(raw["bytes"])
+        if state_bytes is None:
+            raise invalid(path + ("bytes",), f"{raw['bytes']!r} is not valid",
+                          "bytes > 0: an integer, or a number with " + " | ".join(_UNITS))
+    elif "state_reached" in names:
+        raise invalid(path + ("bytes",), "missing: state_reached needs the size it waits for", "e.g. bytes: 1GiB")
     hold_for = None
     if "for" in raw:
         hold_for = parse_duration(raw["for"]) * scale
         if hold_for <= 0:
             raise invalid(path + ("for",), f"{raw['for']!r} is not valid", "a duration > 0")
     return Trigger(events=tuple(names), batch=batch, skip=skip, after=after, state_kind=state_kind,
-                   hold_for=hold_for)
+                   hold_for=hold_for, state_bytes=state_bytes)
+
+
+def parse_size(value: object) -> int | None:
+    """Bytes from an integer or a text such as '1GiB', '512 MiB', '1.5GB'; None when not a size > 0."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if not isinstance(value, str):
+        return None
+    match = SIZE_RE.fullmatch(value)
+    if match is None:
+        return None
+    amount = int(float(match.group(1)) * _UNITS[match.group(2) or "B"])
+    return amount if amount > 0 else None
+
+
+def sst_bytes(progress: Mapping) -> int:
+    """RocksDB SST bytes a StreamingQueryProgress reports, summed over its state operators (what state_reached
+    compares, and what an arm records as the state it held)."""
+    return sum(int(op.get("customMetrics", {}).get("rocksdbSstFileSize", 0) or 0)
+               for op in progress.get("stateOperators", []) or [])
 
 
 def _count(value: object, path: tuple, invalid: Invalid) -> int:
@@ -210,11 +254,13 @@ def to_plain(trigger: Trigger | None) -> dict | None:
     if trigger is None:
         return None
     return {"events": list(trigger.events), "batch": trigger.batch, "skip": list(trigger.skip),
-            "after": list(trigger.after), "state_kind": trigger.state_kind, "hold_for": trigger.hold_for}
+            "after": list(trigger.after), "state_kind": trigger.state_kind, "hold_for": trigger.hold_for,
+            "state_bytes": trigger.state_bytes}
 
 
 def from_plain(raw: Mapping | None) -> Trigger | None:
     if raw is None:
         return None
     return Trigger(events=tuple(raw["events"]), batch=raw["batch"], skip=tuple(raw["skip"]),
-                   after=tuple(raw["after"]), state_kind=raw["state_kind"], hold_for=raw["hold_for"])
+                   after=tuple(raw["after"]), state_kind=raw["state_kind"], hold_for=raw["hold_for"],
+                   state_bytes=raw.get("state_bytes"))

@@ -43,4 +43,11 @@ def arm_config(spec: ExperimentSpec, profile: str) -> ArmConfig:
         changes = {k: v for k, v in changes.items() if k not in ("watermark_ms", "max_session_ms")}
     placeholder = workload_of(spec, spec.workload.shape, round(spec.phases.total * 1000), spec.seed)
     return ArmConfig(profile=profile, workload=placeholder, partitions=spec.workload.partitions,
-                     settings=settings_document(changes), drain_timeout_s=180.0)
+                     settings=settings_document(changes), drain_timeout_s=drain_timeout_s(final.gap_ms))
+
+
+def drain_timeout_s(gap_ms: int) -> float:
+    """How long the drain may take: 180 s, or the session gap plus 90 s where that is longer. The naive job's
+    processing-time sessions close a whole gap after the last event's batch, whatever the drain sends (the scale
+    suite's 180 s gap would otherwise leave them open)."""
+    return max(180.0, gap_ms / 1000 + 90.0)

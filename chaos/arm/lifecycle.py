@@ -5,7 +5,9 @@ For an S3 event the watch installs a one-off `hold` rule on s3proxy for the even
 deployment only), lets the first `skip` matches go on (forwarded at once), and hands the next one back held: the
 fault acts while the job waits on that request, then `release()` sends it on (forward) or drops it (the process
 that sent it was killed: its answer never arrives). A `job_started` event fires `after` seconds after a start of the
-driver (the latest, if that moment is still ahead; else the next start).
+driver (the latest, if that moment is still ahead; else the next start). A `state_reached` event fires on the first
+batch completed after the watch began waiting whose progress reports the trigger's `bytes` of RocksDB SST (read
+from the job's progress file, so each firing of a count has a batch of its own).
 
 Each realised firing is described by an `Occurrence`, which the runner writes to the history as a `trigger` record
 together with where the checkpoint stood (its newest commit and the batch in flight), so "a kill before the first
@@ -17,10 +19,12 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from infra.errors import InfraError
 
-from ..triggers import EVENTS, Draw, Trigger, key_pattern
+from ..triggers import EVENTS, Draw, Trigger, key_pattern, sst_bytes
+from .sampler import ProgressTail
 
 HOLD_TIMEOUT_MS = 30_000  # a harness that dies with a request held: s3proxy forwards it after this long
 POLL_S = 0.5
@@ -36,22 +40,26 @@ class Occurrence:
     phase: str | None = None
     request_id: str | None = None
     passed: int = 0                   # matches let through before this one
+    state_bytes: int | None = None    # state_reached: the SST bytes the firing batch reported
     fired_at: float = field(default_factory=time.monotonic)
     released: str | None = None
 
     def to_dict(self) -> dict:
         return {"event": self.event, "batch": self.batch, "key": self.key, "op": self.op, "phase": self.phase,
-                "request": self.request_id, "passed": self.passed, **{f"draw_{k}": v for k, v in
-                                                                      self.draw.to_dict().items()}}
+                "request": self.request_id, "passed": self.passed,
+                **({} if self.state_bytes is None else {"state_bytes": self.state_bytes}),
+                **{f"draw_{k}": v for k, v in self.draw.to_dict().items()}}
 
 
 class LifecycleWatch:
-    def __init__(self, s3proxy, deployment: str, checkpoint_lister=None):
+    def __init__(self, s3proxy, deployment: str, checkpoint_lister=None, progress_path: Path | None = None):
         """`s3proxy`: infra.s3proxy.S3ProxyClient; `checkpoint_lister()`: keys under the checkpoint (direct to
-        MinIO), for where the checkpoint stood when a trigger fired (None: not recorded)."""
+        MinIO), for where the checkpoint stood when a trigger fired (None: not recorded); `progress_path`: the job's
+        progress lines, for state_reached (None: that event never comes)."""
         self.s3proxy = s3proxy
         self.deployment = deployment
         self.checkpoint_lister = checkpoint_lister
+        self.progress_path = progress_path
         self._starts: list[tuple[float, int]] = []  # (monotonic time, s3proxy seq) of each driver start
         self._changed = threading.Condition()
 
@@ -80,6 +88,8 @@ class LifecycleWatch:
         """Block until the drawn event happens (None: the deadline passed or `stop` was set first)."""
         if draw.event == "job_started":
             return self._wait_start(draw, deadline, stop)
+        if draw.event == "state_reached":
+            return self._wait_state(trigger, draw, deadline, stop)
         if draw.event == "first_batch":
             return self._wait_first_batch(trigger, draw, deadline, stop)
         return self._hold(trigger, draw, deadline, stop)
@@ -99,6 +109,24 @@ class LifecycleWatch:
         if at > deadline or stop.wait(max(0.0, at - time.monotonic())):
             return None
         return Occurrence(event="job_started", draw=draw)
+
+    def _wait_state(self, trigger: Trigger, draw: Draw, deadline: float, stop: threading.Event) -> Occurrence | None:
+        """The first batch completed from now on that reports at least the trigger's bytes of SST."""
+        if self.progress_path is None or trigger.state_bytes is None:
+            return None
+        tail = ProgressTail(self.progress_path)
+        tail.new()  # batches completed before the watch began are not this firing's
+        while not stop.is_set():
+            for record in tail.new():
+                progress = record.get("progress") if record.get("event") == "progress" else None
+                if progress and sst_bytes(progress) >= trigger.state_bytes:
+                    return Occurrence(event="state_reached", draw=draw, batch=progress.get("batchId"),
+                                      state_bytes=sst_bytes(progress))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            stop.wait(min(POLL_S, left))
+        return None
 
     def _wait_first_batch(self, trigger: Trigger, draw: Draw, deadline: float,
                           stop: threading.Event) -> Occurrence | None:

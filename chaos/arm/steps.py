@@ -79,7 +79,8 @@ class ArmContext:
         self.events_possible = {name for name, event in EVENTS.items()
                                 if not event.hardened_only
                                 or (settings.lease if name == "lease_renewed" else settings.verify_state)}
-        self.watch = LifecycleWatch(stack.s3proxy, self.arm.state.deployment, checkpoint_lister=self._checkpoint_keys)
+        self.watch = LifecycleWatch(stack.s3proxy, self.arm.state.deployment, checkpoint_lister=self._checkpoint_keys,
+                                    progress_path=self.arm.progress_path)
         self.acked = 0  # events the broker acknowledged so far (produce)
         self.last_start: float | None = None  # monotonic time of the latest driver start (a disruption, like a heal)
         self.sampler: Sampler | None = None  # while it samples

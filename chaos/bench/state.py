@@ -7,7 +7,10 @@ gap of an hour, so nearly every event opens a session that stays open: the state
 event read. The producer runs at --rate until the state store's own metrics (RocksDB SST bytes) reach --mib, then the
 driver is killed with SIGKILL while the producer goes on, and restarted. Printed and written as JSON: events/s into
 Kafka, the job's throughput, rows, SST and memory bytes, the checkpoint's bytes in MinIO, the time to build, and the
-time from the kill to the restarted driver's first completed batch with the rows it held.
+time from the kill to the restarted driver's first completed batch with the rows it held. Then, the job stopped, the
+floor of that restore: the checkpoint's SST objects, largest first, as many bytes as the restored state's SST, read
+through the `s3` proxy the job reads through and timed (S3 read throughput in the same stack); the floor is the
+restored SST bytes over that throughput.
 """
 from __future__ import annotations
 
@@ -47,6 +50,26 @@ def _done_s(progress: dict) -> float:
 def _checkpoint_bytes(stack, prefix: str) -> int:
     s3 = stack.s3_client(direct=True)
     return sum(o.size or 0 for o in s3.list_objects(stack.info.bucket, prefix=prefix + "/", recursive=True))
+
+
+def _s3_read(stack, prefix: str, want_bytes: int) -> tuple[int, float]:
+    """(bytes, seconds): SST objects under the checkpoint, largest first, read whole through the `s3` proxy (the job's
+    path to MinIO) until `want_bytes` are read."""
+    listing = stack.s3_client(direct=True).list_objects(stack.info.bucket, prefix=prefix + "/", recursive=True)
+    ssts = sorted((o for o in listing if o.object_name.endswith(".sst")), key=lambda o: -(o.size or 0))
+    s3 = stack.s3_client()
+    read, started = 0, time.monotonic()
+    for obj in ssts:
+        if read >= want_bytes:
+            break
+        response = s3.get_object(stack.info.bucket, obj.object_name)
+        try:
+            for chunk in response.stream(2**20):
+                read += len(chunk)
+        finally:
+            response.close()
+            response.release_conn()
+    return read, time.monotonic() - started
 
 
 def bench_state(run_dir: Path, mib: int, rate: float, budget_s: float,
@@ -117,6 +140,14 @@ def bench_state(run_dir: Path, mib: int, rate: float, budget_s: float,
         stop.set()
         producer.join(60)
         arm.stop_job(timeout=30)
+        if result.get("restore_s") is not None:
+            read, seconds = _s3_read(stack, arm.checkpoint_prefix, result["restored_sst_bytes"])
+            throughput = read / seconds if seconds > 0 else None
+            result.update(s3_read_bytes=read, s3_read_s=round(seconds, 2),
+                          s3_read_bytes_per_s=round(throughput) if throughput else None,
+                          floor_s=round(result["restored_sst_bytes"] / throughput, 1) if throughput else None)
+            progress(f"S3 read through the proxy: {size(read)} in {seconds:.1f} s; the restore's floor "
+                     f"{result['floor_s']} s (restored {result['restore_s']} s)")
     return result
 
 

@@ -91,6 +91,13 @@ def test_naive_arm_gets_no_event_time_settings(tmp_path):
     assert "--watermark" not in naive.job_args()
 
 
+def test_the_drain_waits_out_a_session_gap_longer_than_its_default():
+    from chaos.arm.config import drain_timeout_s
+
+    assert drain_timeout_s(2_000) == drain_timeout_s(90_000) == 180.0  # every experiment before the scale suite
+    assert drain_timeout_s(180_000) == 270.0  # the naive job's sessions close a gap after the last event's batch
+
+
 def test_event_time_pacer_releases_events_when_due():
     start_ms = int(time.time() * 1000)
     # the third event is due 1 s in: a loaded machine may stall a while between these lines without moving it

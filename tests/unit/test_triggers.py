@@ -8,7 +8,7 @@ import re
 import pytest
 
 from chaos.spec import SpecError, load_experiment
-from chaos.triggers import EVENTS, Trigger, draw, key_pattern
+from chaos.triggers import EVENTS, Trigger, draw, key_pattern, parse_size, sst_bytes
 
 from .test_spec import base, write
 
@@ -95,6 +95,33 @@ def test_a_spec_takes_on_and_keeps_it_through_spec_json(tmp_path):
     assert ExperimentSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
 
 
+def test_state_reached_takes_a_size_and_keeps_it_through_spec_json(tmp_path):
+    import json
+
+    from chaos.spec import ExperimentSpec
+
+    spec = _with_on(tmp_path, {"event": "state_reached", "bytes": "1GiB"})
+    assert spec.faults[0].on == Trigger(("state_reached",), state_bytes=2**30)
+    assert ExperimentSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert _with_on(tmp_path, {"event": "state_reached", "bytes": 5000}).faults[0].on.state_bytes == 5000
+
+
+@pytest.mark.parametrize("text, size", [
+    ("1GiB", 2**30), ("512 MiB", 512 * 2**20), ("1.5GB", 1_500_000_000), ("64KiB", 65536), ("100", 100), (7, 7),
+    ("0.1B", None), ("-1GiB", None), ("1 GiB of state", None), (True, None), (1.5, None), (0, None), ("", None),
+])
+def test_sizes_are_read_in_binary_and_decimal_units(text, size):
+    assert parse_size(text) == size
+
+
+def test_sst_bytes_sum_the_state_operators_of_a_progress():
+    progress = {"stateOperators": [{"customMetrics": {"rocksdbSstFileSize": 700}},
+                                   {"customMetrics": {"rocksdbSstFileSize": 300, "rocksdbGetCount": 9}},
+                                   {"customMetrics": {}}]}
+    assert sst_bytes(progress) == 1000
+    assert sst_bytes({"batchId": 0}) == sst_bytes({"stateOperators": None}) == 0  # no state yet: nothing reached
+
+
 @pytest.mark.parametrize("on, fault, message", [
     ({"event": "nope"}, None, "faults.0.on.event: unknown event 'nope'"),
     ({}, None, "faults.0.on.event: missing"),
@@ -106,6 +133,12 @@ def test_a_spec_takes_on_and_keeps_it_through_spec_json(tmp_path):
     ({"event": "commit_written", "skip": [3, 1]}, None, "faults.0.on.skip: [3, 1]: low is above high"),
     ({"event": "commit_written", "state_kind": "zip"}, None, "faults.0.on.state_kind: only applies to state_put"),
     ({"event": "commit_written", "for": "2s"}, None, "faults.0.on.for: process.kill acts at once"),
+    ({"event": "state_reached"}, None, "faults.0.on.bytes: missing"),
+    ({"event": "state_reached", "bytes": "1 lot"}, None, "faults.0.on.bytes: '1 lot' is not valid"),
+    ({"event": "state_reached", "bytes": 0}, None, "faults.0.on.bytes: 0 is not valid"),
+    ({"event": "commit_written", "bytes": "1GiB"}, None, "faults.0.on.bytes: only applies to state_reached"),
+    ({"event": ["state_reached", "job_started"], "bytes": "1GiB"}, None, "faults.0.on.bytes: only applies"),
+    ({"event": "state_reached", "bytes": "1GiB", "batch": 3}, None, "faults.0.on.batch: needs one event that"),
     ({"event": "commit_written"}, {"fault": "data.hot_key"}, "faults.0.on: data.hot_key cannot fire on a lifecycle"),
     ({"event": "commit_written"}, {"fault": "process.kill", "target": "job-driver", "params": {"interval": "2s"}},
      "faults.0.params.interval: a triggered kill fires on its events, not at intervals"),
@@ -131,3 +164,40 @@ def test_a_suite_entry_can_draw_a_new_seed_each_run_and_the_spec_records_it(tmp_
                                                                                        "seed": "often"}]}))
     with pytest.raises(SpecError, match="experiments.0.seed: 'often' is not valid"):
         load_suite(tmp_path / "bad.yaml")
+
+
+def _progress_line(batch: int, sst: int) -> str:
+    import json
+
+    return json.dumps({"event": "progress", "progress": {
+        "batchId": batch, "stateOperators": [{"customMetrics": {"rocksdbSstFileSize": sst}}]}}) + "\n"
+
+
+def test_state_reached_fires_on_the_first_later_batch_that_reports_the_size(tmp_path):
+    import threading
+    import time
+
+    from chaos.arm.lifecycle import LifecycleWatch
+    from chaos.triggers import Draw
+
+    path = tmp_path / "progress.jsonl"
+    path.write_text(_progress_line(7, 5000))  # already past the size, but completed before the watch: not a firing
+    watch = LifecycleWatch(None, "d", progress_path=path)
+    trigger, chosen = Trigger(("state_reached",), state_bytes=4000), Draw("state_reached", 0, 0.0)
+
+    def append() -> None:
+        time.sleep(0.3)
+        with open(path, "a") as handle:
+            handle.write(_progress_line(8, 3999) + '{"event": "started"}\n')
+            handle.flush()
+            time.sleep(0.3)
+            handle.write(_progress_line(9, 4000))
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    occurrence = watch.wait(trigger, chosen, time.monotonic() + 10, threading.Event())
+    writer.join()
+    assert occurrence is not None and (occurrence.batch, occurrence.state_bytes) == (9, 4000)
+    assert occurrence.to_dict()["state_bytes"] == 4000
+    # no later batch reaches it: the window ends without a firing
+    assert watch.wait(trigger, chosen, time.monotonic() + 0.6, threading.Event()) is None
