@@ -135,6 +135,7 @@ def _targets() -> dict:
 def _settings() -> dict:
     option_map = {"type": "object", "additionalProperties": {"type": ["string", "number", "null"]}}
     kinds = {"max_offsets_per_trigger": {"anyOf": [_int("max_offsets_per_trigger", 1), {"type": "null"}]},
+             "catch_up_factor": {"anyOf": [_number("catch_up_factor", above=0), {"type": "null"}]},
              "min_batches_to_retain": _int("min_batches_to_retain", 2), "failure_budget": _int("failure_budget"),
              "state_impl": {"enum": list(spec.STATE_IMPLS)}}
     return _object({name: kinds.get(name, option_map if name in spec.OPTION_MAPS else {"type": "boolean"})

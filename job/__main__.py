@@ -78,8 +78,8 @@ def _start_query(spark, settings: Settings, deployment: deploy.Deployment, guard
               .option("kafka.bootstrap.servers", deployment.kafka_bootstrap_servers)
               .option("subscribe", settings.topic)
               .option("startingOffsets", "earliest"))
-    if settings.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+    if settings.batch_cap is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(settings.batch_cap))
     # The profile's client tuning, then the deployer's (security settings, say).
     for option, value in {**settings.kafka_options, **deployment.kafka_options}.items():
         reader = reader.option(option, value)

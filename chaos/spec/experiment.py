@@ -85,6 +85,7 @@ WORKLOAD_FIELDS = ("shape", "keys", "rate", "partitions", "payload_bytes", "attr
 JOB_FIELDS = ("session_gap", "max_session_length", "watermark", "trigger")
 ARM_SETTINGS: Mapping[str, Callable[[object, Path_], object]] = {
     "max_offsets_per_trigger": lambda v, p: None if v is None else integer(v, p, minimum=1),
+    "catch_up_factor": lambda v, p: None if v is None else number(v, p, above=0),
     "kafka_options": lambda v, p: option_map(v, p, "kafka."),
     "s3a_options": lambda v, p: option_map(v, p, ""),
     "spark_options": lambda v, p: option_map(v, p, "spark."),

@@ -44,7 +44,8 @@ LIMITS: Mapping[str, float] = MappingProxyType({
     "rotation_events": 1_000_000,
     "seed": MAX_INT,
     # job settings an arm may change
-    "max_offsets_per_trigger": 100_000_000, "min_batches_to_retain": 10_000, "failure_budget": 10_000,
+    "max_offsets_per_trigger": 100_000_000, "catch_up_factor": 1_000, "min_batches_to_retain": 10_000,
+    "failure_budget": 10_000,
     # targets
     "healthy_samples": 10_000, "min_matches": 1_000_000, "max_rows_per_key": 1_000_000, "threshold": 1_000,
     "bytes_threshold": 1_000, "bytes_per_event": 1_000_000, "lag_below": 1e9,

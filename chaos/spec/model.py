@@ -277,7 +277,9 @@ class ExperimentSpec:
                 changes[name] = {key: v for key, v in merged.items() if v is not None}
             else:
                 changes[name] = value
-        return dataclasses.replace(base, **changes)
+        # the deployer tells the job its input rate, as it tells it the topic: the hardened batch cap is sized from
+        # it (job/settings.py batch_cap)
+        return dataclasses.replace(base, **{"expected_rate": float(self.workload.rate), **changes})
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready, for the run store."""

@@ -86,8 +86,8 @@ def test_naive_arm_gets_no_event_time_settings(tmp_path):
           - {fault: network.down, target: kafka, at: 0s, duration: 5s}
     """)
     hardened, naive = arm_config(spec, "hardened"), arm_config(spec, "naive")
-    assert hardened.settings == {"gap_ms": 2000, "max_session_ms": 20000, "watermark_ms": 1000}
-    assert naive.settings == {"gap_ms": 2000}
+    assert hardened.settings == {"gap_ms": 2000, "max_session_ms": 20000, "watermark_ms": 1000, "expected_rate": 50.0}
+    assert naive.settings == {"gap_ms": 2000, "expected_rate": 50.0}
     assert "--watermark" not in naive.job_args()
 
 
