@@ -45,7 +45,7 @@ class RetentionPassed(BaseFault):
         deleted: dict[str, int] = {}
         for partition, future in admin.delete_records(wanted, request_timeout=30).items():
             try:
-                deleted[str(partition.partition)] = future.result(60).offset  # the partition's new start
+                deleted[str(partition.partition)] = future.result(60).low_watermark  # the partition's new start
             except Exception as exc:
                 raise FaultError(f"deleting the records of {topic} [{partition.partition}] failed: {exc}") from None
         return {"topic": topic, "log_start": deleted}
