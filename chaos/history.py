@@ -38,7 +38,7 @@ from typing import Any
 PHASES = ("steady", "inject", "recover")
 BOUNDARIES = ("start", "end")
 FAULT_STATES = ("injecting", "injected", "healing", "healed")
-JOB_EVENTS = ("started", "exited", "restarted", "refused", "leaders_moved", "paused", "continued")
+JOB_EVENTS = ("started", "exited", "restarted", "refused", "leaders_moved", "paused", "continued", "records_deleted")
 # Numeric sample metrics (probes and checkers read these); `alive` maps process name -> bool.
 SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "state_rows", "state_bytes",
                   "checkpoint_bytes", "batch_id")

@@ -169,6 +169,8 @@ class FaultContext:
 
 # The job's exit code for "another deployment owns the checkpoint" (job/__main__.py).
 JOB_EXIT_REFUSED = 3
+# ... and for "another deployment took the checkpoint's lease over while this one ran".
+JOB_EXIT_LEASE_LOST = 6
 
 
 def job_line(log_path: Path) -> str | None:

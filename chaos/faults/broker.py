@@ -1,5 +1,6 @@
 """Broker faults that need no process to die: partition leadership moved to another in-sync replica while the job
-reads and the workload writes (a controller's rebalance, an operator's reassignment, a rack drained)."""
+reads and the workload writes (a controller's rebalance, an operator's reassignment, a rack drained); the topic's
+retention passing the offsets a job that is down has committed."""
 from __future__ import annotations
 
 import threading
@@ -13,6 +14,41 @@ from .process import validate_repeats
 
 if TYPE_CHECKING:
     from ..spec.model import Fault
+
+
+class RetentionPassed(BaseFault):
+    """The job is down (stopped) for the fault's window, longer than its topic keeps records: at the heal every
+    record of the topic is deleted (the brokers' DeleteRecords up to each partition's high watermark, what retention
+    does to expired segments), then the job is started again. The offsets its checkpoint committed are gone; Spark's
+    Kafka source (failOnDataLoss, its default) fails every start the same way, and no checkpoint repair brings the
+    records back."""
+
+    def inject(self) -> None:
+        self.stop_job("stopped: down past its topic's retention")
+
+    def heal(self) -> None:
+        if self.stopped_jobs:
+            self.ctx.history.job("records_deleted", "broker", **self._delete_records())
+        self.bring_back()
+
+    def _delete_records(self) -> dict[str, object]:
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import AdminClient
+
+        topic = self.ctx.arm.state.topic
+        admin = AdminClient({"bootstrap.servers": self.ctx.stack.info.kafka_internal_bootstrap, "log_level": 0})
+        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if found is None or found.error is not None:
+            raise FaultError(f"cannot read the partitions of topic {topic}: {found.error if found else 'missing'}")
+        # OFFSET_END: up to each partition's high watermark, everything produced so far
+        wanted = [TopicPartition(topic, partition, -1) for partition in sorted(found.partitions)]
+        deleted: dict[str, int] = {}
+        for partition, future in admin.delete_records(wanted, request_timeout=30).items():
+            try:
+                deleted[str(partition.partition)] = future.result(60).low_watermark  # the partition's new start
+            except Exception as exc:
+                raise FaultError(f"deleting the records of {topic} [{partition.partition}] failed: {exc}") from None
+        return {"topic": topic, "log_start": deleted}
 
 
 class LeaderMove(BaseFault):
@@ -76,6 +112,9 @@ def _validate_move(fault: Fault, path: tuple[str, ...]) -> None:
 
 
 KINDS = (
+    FaultKind("broker.retention_passed", "the job is down for the fault's window; at the heal every record of its "
+              "topic is deleted (as retention removes expired segments), then the job starts again on offsets the "
+              "topic no longer holds", ("broker",), implementation=RetentionPassed, restarts_processes=True),
     FaultKind("broker.leader_move", "every partition of the job's topic gets a new leader (its next in-sync replica) "
               "`count` times, `interval` apart; no broker stops (topology: cluster)", ("broker",), params(
                   count=Param("int", "number of moves", default=1, minimum=1, maximum=100),

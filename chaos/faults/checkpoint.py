@@ -4,17 +4,29 @@ over chaos/checkpoint_tools.py),
 never by the job's code: a fault must not land only where the job's hardening looks."""
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import checkpoint_damage
 from ..outputs import read_progress
 from ..spec.fields import EPSILON, Invalid, fmt_seconds
-from .base import JOB_EXIT_REFUSED, BaseFault, FaultError, FaultKind, Needs, Param, job_line, params
+from .base import (
+    JOB_EXIT_LEASE_LOST,
+    JOB_EXIT_REFUSED,
+    BaseFault,
+    FaultError,
+    FaultKind,
+    Needs,
+    Param,
+    job_line,
+    params,
+)
 
 if TYPE_CHECKING:
     from ..spec.model import Fault
@@ -31,9 +43,17 @@ class SecondDeployment(BaseFault):
     fails the other at its next one (CONCURRENT_STREAM_LOG_UPDATE); left alone, the running deployment wins that
     race against one still starting, so the second is the one Spark stops. Paused, the first wakes up behind a
     deployment that took its checkpoint over (as after a long GC pause or a frozen host), and is the one stopped.
-    A second deployment refused before then (a lease) pauses nothing."""
+    A second deployment refused before then (a lease) pauses nothing.
+
+    `restart_first: taken_over`: a first deployment that stopped because the second took its lease over (exit 6: the
+    second started while the first was paused past its lease's TTL, by another fault) is started again at the heal,
+    once the second is stopped and its lease has run out, as the platform restarts the deployment of record once the
+    one started by mistake is removed. The takeover is this fault's doing, so its exit is brought back like a stop of
+    this fault's own; any other exit of the first stays down (and is judged)."""
 
     POLL_S = 0.5
+    LEASE_WAIT_S = 90.0  # the longest a lease is waited for to run out before the first is started anyway
+    LEASE_MARGIN_S = 2.0  # past the TTL: Last-Modified has whole seconds, and the job's store clock adds one
 
     def inject(self) -> None:
         arm, history = self.ctx.arm, self.ctx.history
@@ -94,7 +114,44 @@ class SecondDeployment(BaseFault):
             second.signal_leader(signal.SIGTERM)  # a graceful stop first: the driver stops its query and Spark
             if second.wait(20) is None:
                 second.stop(grace=10)
+        if self.params.get("restart_first") == "taken_over" and self._taken_over():
+            self._wait_for_lease_expiry()
+            first = self.ctx.arm.start_job()
+            self.ctx.history.job("restarted", "job-driver", pid=first.pid,
+                                 cause="its lease was taken over by the second deployment, now stopped")
+            return
         self.bring_back()
+
+    def _taken_over(self) -> bool:
+        """The first deployment ended by itself on losing its lease (exit 6) while this fault's second ran."""
+        first = self.ctx.arm.job
+        if first is None or first.alive() or first.signalled_to_end or first.returncode != JOB_EXIT_LEASE_LOST:
+            return False
+        self.ctx.arm.record_own_exit()  # its exit stays in the history (and is judged); the deployment comes back
+        return getattr(self, "second", None) is not None
+
+    def _wait_for_lease_expiry(self) -> None:
+        """Until the lease object's last write is older than its TTL and a margin: a deployment started before would
+        be refused while the stopped second's lease still counts."""
+        s3, bucket = self.ctx.stack.s3_client(direct=True), self.ctx.stack.info.bucket
+        key = f"{self.ctx.arm.checkpoint_prefix}/_lease"
+        deadline = time.monotonic() + self.LEASE_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                stat = s3.stat_object(bucket, key)
+                response = s3.get_object(bucket, key)
+                try:
+                    ttl_s = json.loads(response.read()).get("ttl_ms", 15_000) / 1000
+                finally:
+                    response.close()
+                    response.release_conn()
+            except Exception:  # no lease, or MinIO not answering: nothing to wait for that can be known
+                return
+            if (datetime.now(UTC) - stat.last_modified).total_seconds() > ttl_s + self.LEASE_MARGIN_S:
+                return
+            time.sleep(self.POLL_S)
+        self.ctx.history.error(f"the lease on {key} did not run out within {self.LEASE_WAIT_S:.0f} s of the second "
+                               "deployment's stop; the first is started anyway")
 
 
 def _batches(progress: Path) -> int:
@@ -235,6 +292,10 @@ KINDS = (
                                           "start (not refused), the first deployment's driver is paused until the "
                                           "second has completed a batch, then continued (default: never paused)",
                                           minimum=0.001),
+                  restart_first=Param("choice", "taken_over: a first deployment that stopped because the second took "
+                                      "its lease over (exit 6) is started again at the heal, once the second is "
+                                      "stopped and its lease has run out; never: it stays down", default="never",
+                                      choices=("never", "taken_over")),
               ), implementation=SecondDeployment, validate=_validate_second_deployment, restarts_processes=True,
               starts_deployment=True),
     FaultKind("checkpoint.corrupt", "a checkpoint file is damaged while the job is down (stopped, or killed at a "

@@ -311,8 +311,8 @@ def test_nightly_and_pre_release_require_discrimination_and_smoke_does_not():
     assert all(spec.require_discrimination for spec in nightly.values())
     assert sorted(name for name, spec in nightly.items() if spec.cannot_discriminate) == [
         "checkpoint-commit-failures", "cluster-leader-move", "cluster-rolling-restart", "cluster-worker-partition",
-        "crash-anywhere", "driver-latency", "kafka-broker-disconnect", "lifecycle-kills", "process-crash",
-        "slow-s3-put"]
+        "crash-anywhere", "driver-latency", "kafka-broker-disconnect", "kafka-retention-passed", "lifecycle-kills",
+        "process-crash", "slow-s3-put"]
 
 
 def test_the_nightly_leaves_out_only_waived_controls_and_pre_release_runs_every_control():

@@ -141,3 +141,72 @@ def test_without_pause_first_after_the_first_is_never_paused(tmp_path):
     time.sleep(0.1)
     fault.run_heal()
     assert arm.job.signals == [] and not hasattr(fault, "_pauser")
+
+
+class LeaseStore:
+    """The few calls of minio.Minio the lease wait makes: the lease object written `age_s` ago with `ttl_ms`."""
+
+    def __init__(self, age_s: float, ttl_ms: int):
+        from datetime import UTC, datetime, timedelta
+
+        self.written = datetime.now(UTC) - timedelta(seconds=age_s)
+        self.ttl_ms = ttl_ms
+        self.keys: list[str] = []
+
+    def stat_object(self, bucket: str, key: str) -> SimpleNamespace:
+        self.keys.append(key)
+        return SimpleNamespace(last_modified=self.written)
+
+    def get_object(self, bucket: str, key: str) -> SimpleNamespace:
+        body = json.dumps({"owner": "x-second", "ttl_ms": self.ttl_ms}).encode()
+        return SimpleNamespace(read=lambda: body, close=lambda: None, release_conn=lambda: None)
+
+
+def _restarting(tmp_path: Path, store: LeaseStore, **params) -> tuple[SecondDeployment, Arm, HistoryWriter, list]:
+    fault, arm, history = _fault(tmp_path, **params)
+    fault.ctx.stack = SimpleNamespace(run_dir=tmp_path, info=SimpleNamespace(bucket="chaos"),
+                                      s3_client=lambda direct=False: store)
+    arm.checkpoint_prefix = "dep/checkpoint"  # type: ignore[attr-defined]
+    started: list[float] = []
+
+    def start_job() -> Driver:
+        started.append(time.monotonic())
+        arm.job = Driver(3, tmp_path / "logs" / "job-2.log")
+        return arm.job
+
+    arm.start_job = start_job  # type: ignore[attr-defined]
+    fault.LEASE_MARGIN_S = 0.3
+    return fault, arm, history, started
+
+
+def test_a_first_taken_over_is_started_again_once_the_second_is_stopped_and_its_lease_ran_out(tmp_path):
+    store = LeaseStore(age_s=0.0, ttl_ms=200)
+    fault, arm, history, started = _restarting(tmp_path, store, restart_first="taken_over")
+    fault.run_inject()
+    _until(lambda: hasattr(fault, "second"))
+    arm.job.end(6)  # it found the second's takeover at its next lease check
+    healed = time.monotonic()
+    fault.run_heal()
+    assert arm.second.signals == [signal.SIGTERM]  # the second is stopped first
+    assert len(started) == 1 and started[0] - healed >= 0.4  # not before the lease's TTL (0.2 s) and margin (0.3 s)
+    assert store.keys and set(store.keys) == {"dep/checkpoint/_lease"}
+    assert _jobs(fault, history)[-2:] == [("exited", "second-deployment"), ("restarted", "job-driver")]
+
+
+def test_a_first_that_ended_otherwise_stays_down(tmp_path):
+    fault, arm, history, started = _restarting(tmp_path, LeaseStore(age_s=60.0, ttl_ms=200),
+                                               restart_first="taken_over")
+    fault.run_inject()
+    _until(lambda: hasattr(fault, "second"))
+    arm.job.end(1)  # Spark stopped it (a naive job on a shared checkpoint): its own failure, judged
+    fault.run_heal()
+    assert started == []
+
+
+def test_without_restart_first_a_first_taken_over_stays_down(tmp_path):
+    fault, arm, history, started = _restarting(tmp_path, LeaseStore(age_s=60.0, ttl_ms=200))
+    fault.run_inject()
+    _until(lambda: hasattr(fault, "second"))
+    arm.job.end(6)
+    fault.run_heal()
+    assert started == []
