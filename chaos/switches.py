@@ -68,12 +68,9 @@ def _switches() -> dict[str, Switch]:
                           "survivor")),
         Switch("s3a_options", "an S3 client that gives up in bounded time (timeouts, retries)",
                {"s3a_options": _hardened_keys("s3a_options")},
-               explained=("in every S3 fault measured (connection resets, silent connections that resume at the heal, "
-                          "a 50 KB/s cap, 503 storms) Hadoop's default client came through within the same bounds: "
-                          "measured in slow-s3-put, checkpoint-commit-failures and s3-slowdown-storm; "
-                          "s3-silent-endpoint (requests unanswered past the heal: Hadoop's 200 s read timeout against "
-                          "15 s) is its "
-                          "candidate killer, its mutant not yet run")),
+               # killed by s3-silent-endpoint (recovery, progress): a request S3 never answers holds the batch
+               # for the SDK's 60 s attempt timeout with Hadoop's defaults, 15 s hardened (docs/job.md)
+               ),
         Switch("task_retries", "a failed task tried twice, not four times (spark.task.maxFailures)",
                {"spark_options": {"spark.task.maxFailures": None}},
                explained=("2 or 4 attempts per task changed no outcome: measured in checkpoint-commit-failures (S3 "
