@@ -154,9 +154,10 @@ Invalid = Callable[[tuple, str, str], Exception]  # (path, what is wrong, what i
 _FIELDS = ("event", "batch", "skip", "after", "state_kind", "bytes", "for")
 
 
-def parse(raw: object, path: tuple, parse_duration: Callable[[object], float], scale: float,
+def parse(raw: object, path: tuple, parse_duration: Callable[[object, tuple], float], scale: float,
           invalid: Invalid) -> Trigger:
-    """The `on:` section of a fault, validated; `parse_duration` is the spec's (seconds, raising on bad input)."""
+    """The `on:` section of a fault, validated; `parse_duration` is the spec's (a value and the path of its field ->
+    seconds, raising on bad input with that path)."""
     if not isinstance(raw, dict):
         raise invalid(path, f"{raw!r} is not a mapping", "{event: NAME, ...}")
     unknown = [k for k in raw if k not in _FIELDS]
@@ -179,7 +180,7 @@ def parse(raw: object, path: tuple, parse_duration: Callable[[object], float], s
         if len(names) != 1 or names[0] not in BATCH_EVENTS:
             raise invalid(path + ("batch",), "needs one event that belongs to a batch", " | ".join(BATCH_EVENTS))
     skip = _range(raw.get("skip", 0), path + ("skip",), invalid, lambda v, p: _count(v, p, invalid))
-    after = _range(raw.get("after", 0), path + ("after",), invalid, lambda v, p: parse_duration(v))
+    after = _range(raw.get("after", 0), path + ("after",), invalid, parse_duration)
     if after != (0.0, 0.0) and "job_started" not in names:
         raise invalid(path + ("after",), "only applies to job_started", "no after without job_started")
     state_kind = raw.get("state_kind")
@@ -203,7 +204,7 @@ def parse(raw: object, path: tuple, parse_duration: Callable[[object], float], s
         raise invalid(path + ("bytes",), "missing: state_reached needs the size it waits for", "e.g. bytes: 1GiB")
     hold_for = None
     if "for" in raw:
-        hold_for = parse_duration(raw["for"]) * scale
+        hold_for = parse_duration(raw["for"], path + ("for",)) * scale
         if hold_for <= 0:
             raise invalid(path + ("for",), f"{raw['for']!r} is not valid", "a duration > 0")
     return Trigger(events=tuple(names), batch=batch, skip=skip, after=after, state_kind=state_kind,

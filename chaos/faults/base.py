@@ -130,6 +130,9 @@ class FaultKind:
     starts_deployment: bool = False
     min_brokers: int = 1  # the brokers its stack must run: the spec refuses a topology of fewer
     needs: Needs = Needs()
+    # With these params it does nothing the job must recover from (a file damaged in place while the job runs: what
+    # later reloads it is the disruption), so the spacing of recoveries leaves it out (chaos/spec/order.py).
+    harmless: Callable[[Mapping[str, Any]], bool] | None = None
 
     @property
     def shapes_workload(self) -> bool:

@@ -313,6 +313,7 @@ KINDS = (
                                   "restarted (the job meets the damage when it next loads state from S3: an "
                                   "executor lost, a restart)", default="down", choices=("down", "running")),
               ), implementation=CorruptCheckpoint, validate=_validate_corrupt, triggerable=True, instant=True,
+              harmless=lambda p: p.get("while_job") == "running",
               momentary=True, restarts_processes=True,
               needs=Needs(code=("chaos/checkpoint_tools.py", "chaos/checkpoint_damage.py"))),
 )

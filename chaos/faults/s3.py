@@ -52,6 +52,10 @@ RULES: Mapping[str, Callable[[Mapping[str, Any]], dict]] = {
     "s3.drop_response": lambda p: {"ops": list(p["ops"]), "action": "drop_response", "probability": p["probability"]},
     "s3.list_latency": lambda p: _delay(["LIST"], p),
     "s3.slow_get": lambda p: _delay(list(p["ops"]), p),
+    # A delay rule: each request keeps the wait drawn at its arrival, so one that arrived in the window stays
+    # unanswered past the heal (a Toxiproxy timeout toxic closes its connections at the heal instead).
+    "s3.silent": lambda p: {"ops": list(p["ops"]), "action": "delay", "delay_ms": round(p["hold"] * 1000),
+                            "jitter_ms": 0},
 }
 
 _KEYS = Param("glob", "which keys, relative to the arm's deployment", default="*")
@@ -83,5 +87,13 @@ KINDS = (
               "LISTs are not", ("s3",), params(
                   delay=_DELAY, jitter=_JITTER, keys=_KEYS,
                   ops=Param("choice", "which reads", default=("GET", "HEAD"), choices=("GET", "HEAD"), many=True),
+              ), implementation=S3Rule, triggerable=True, needs=_NEEDS),
+    FaultKind("s3.silent", "S3 stops answering: a request that arrives in the window gets no answer, no error and no "
+              "reset for `hold` (its connection open), even past the heal; requests after the heal are answered",
+              ("s3",), params(
+                  hold=Param("duration", "how long a request that arrived in the window waits unanswered",
+                             default=900.0, minimum=0.001),
+                  keys=_KEYS,
+                  ops=Param("choice", "which operations", default=OPS, choices=OPS, many=True),
               ), implementation=S3Rule, triggerable=True, needs=_NEEDS),
 )

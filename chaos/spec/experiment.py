@@ -275,7 +275,7 @@ def _fault(raw: object, path: Path_, inject: float, scale: float) -> Fault:
                           ", ".join(fault_registry.TRIGGERABLE))
         if isinstance(section["on"], dict) and is_int(section["on"].get("batch")):  # bounded like every number
             integer(section["on"]["batch"], path + ("on", "batch"), minimum=0)
-        on = triggers.parse(section["on"], path + ("on",), lambda v: duration_field(v, path + ("on",)), scale,
+        on = triggers.parse(section["on"], path + ("on",), duration_field, scale,
                             lambda where, what, allowed: Invalid(where, what, allowed))
         if on.hold_for is not None and kind.instant:
             raise Invalid(path + ("on", "for"), f"{name} acts at once: it has no length", "no for")

@@ -57,9 +57,9 @@ def check_spacing(faults: tuple[Fault, ...], arms: tuple[Arm, ...]) -> None:
 
 
 def _disrupts(fault: Fault) -> bool:
-    """Whether the fault does something the job must recover from: a file damaged in place while the job runs does
-    not (it is met by what reloads it, another fault's disruption)."""
-    return not (fault.fault == "checkpoint.corrupt" and fault.params.get("while_job") == "running")
+    """Whether the fault does something the job must recover from (its kind's `harmless` says when it does not)."""
+    harmless = fault_registry.FAULTS[fault.fault].harmless
+    return harmless is None or not harmless(fault.params)
 
 
 def check_one_after_another(faults: tuple[Fault, ...], arms: tuple[Arm, ...]) -> None:

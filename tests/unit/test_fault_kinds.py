@@ -71,6 +71,29 @@ def test_s3_slow_get_delays_reads_of_the_arms_own_keys_only(tmp_path):
         load_experiment(path)
 
 
+def test_s3_silent_holds_every_operation_of_the_arm_unanswered_by_default(tmp_path):
+    """A silent S3 endpoint: every operation on the arm's keys waits `hold` from its arrival, past the heal."""
+    from types import SimpleNamespace
+
+    from chaos.spec import SpecError, load_experiment
+
+    doc = yaml.safe_load((ROOT / "experiments" / "slow-s3-put.yaml").read_text())
+    doc["faults"] = [{"fault": "s3.silent", "at": "0s", "duration": "5s"}]
+    path = tmp_path / "silent.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    fault = load_experiment(path).faults[0]
+    assert fault.params["hold"] == 900.0 and fault.params["ops"] == ["PUT", "COPY", "GET", "HEAD", "DELETE", "LIST",
+                                                                     "POST"]
+    ctx = SimpleNamespace(arm=SimpleNamespace(state=SimpleNamespace(deployment="naive-9f")))
+    rule = registry.FAULTS["s3.silent"].implementation(fault, ctx)._rule()  # type: ignore[misc, arg-type]
+    assert rule == {"key": r"^naive\-9f/.*$", "ops": list(fault.params["ops"]), "action": "delay",
+                    "delay_ms": 900_000, "jitter_ms": 0}
+    doc["faults"][0]["params"] = {"hold": "0s"}
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecError, match=r"faults\.0\.params\.hold"):
+        load_experiment(path)
+
+
 def test_the_fault_kinds_never_read_a_checkpoint_with_the_jobs_code():
     # a fault that chose its targets with the job's own checkpoint parser would land only where the hardening looks
     from tests.unit.test_import_cycles import graph
