@@ -49,15 +49,6 @@ def _switches() -> dict[str, Switch]:
                           "snapshot per version uploads as fast as a changelog: measured, slow-s3-put (a 50 KB/s "
                           "upload cap) and the 503 storm pass with it off, at smoke and full length; kept for state "
                           "large enough that a snapshot outlasts a trigger")),
-        Switch("max_offsets_per_trigger", "bounded batches, sized from the trigger and the input rate (off: a "
-               "backlog becomes one batch)",
-               {"max_offsets_per_trigger": None, "catch_up_factor": None},
-               explained=("one uncapped batch of a backlog is cheaper here than the capped batches it replaces, so a "
-                          "recurring fault does not starve it: measured in backlog-under-kills (a backlog 15x the "
-                          "cap, the executor killed every 30 s), the uncapped batch of 309,922 records took 22.5 s "
-                          "with a kill inside it and the mutant caught up 56 s after the outage, every check passed; "
-                          "capped batches of 25,000 took 3.6-4.8 s each (6,000 records/s against ~14,000 in the one "
-                          "batch), the capped job 161 s. The evidence for removing it (docs/job.md)")),
         Switch("kafka_options", "Kafka reconnect backoff and bounded request/API/connection-setup timeouts",
                {"kafka_options": _hardened_keys("kafka_options")},
                explained=("on one broker Spark's Kafka source retries its offset lookups itself: measured, an 80 s "
