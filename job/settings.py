@@ -274,8 +274,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-offsets-per-trigger", type=int,
                         help="a fixed batch cap in records (default: none, a backlog is one batch)")
     parser.add_argument("--expected-rate", type=float,
-                        help="events/s expected on the topic: the hardened batch cap is 10 trigger intervals of it, "
-                             f"at least {BATCH_CAP_FLOOR:,} records (docs/job.md)")
+                        help="events/s expected on the topic: with a settings document's catch_up_factor, a batch "
+                             f"takes that many trigger intervals of it, at least {BATCH_CAP_FLOOR:,} records "
+                             "(docs/job.md)")
     parser.add_argument("--run-seconds", type=float)
     parser.add_argument("--state-impl", choices=STATE_IMPLS)
     parser.add_argument("--checkpoint-path",
