@@ -65,12 +65,12 @@ from .model import (
     Logs,
     Phases,
     Probe,
-    Recovery,
     StateTarget,
     Targets,
     Workload,
 )
 from .order import check_one_after_another, check_spacing
+from .recovery import recovery_target, with_rate
 from .targets import TARGET_PARAMS
 
 # -- sections ------------------------------------------------------------------------------------------------
@@ -418,7 +418,7 @@ def _targets(raw: object, path: Path_, probes: tuple[Probe, ...], phases: Phases
     section = mapping_of(raw, path, names)
     if not section:
         raise Invalid(path, "is empty: an arm must be judged on something", ", ".join(names))
-    recovery = _recovery(section["recovery"], path + ("recovery",), phases) if "recovery" in section else None
+    recovery = recovery_target(section["recovery"], path + ("recovery",), phases) if "recovery" in section else None
     refused_within = None
     if "refused_within" in section:
         refused_within = duration_field(section["refused_within"], path + ("refused_within",), positive=True)
@@ -446,38 +446,6 @@ def _targets(raw: object, path: Path_, probes: tuple[Probe, ...], phases: Phases
         extra=MappingProxyType({name: MappingProxyType(_params(section[name], path + (name,), declared.params, 1.0))
                                 for name, declared in TARGET_PARAMS.items() if name in section}),
     )
-
-
-def _recovery(raw: object, path: Path_, phases: Phases) -> Recovery:
-    section = mapping_of(raw, path, ("within", "healthy_samples", "lag_below", "grouped", "control_margin"),
-                         required=("within", "lag_below"))
-    within = duration_field(section["within"], path + ("within",), positive=True)
-    if within > phases.recover + EPSILON:
-        raise Invalid(path + ("within",), f"{fmt_seconds(within)} is longer than the recover phase "
-                       f"({fmt_seconds(phases.recover)} after scaling): recovery could not be observed",
-                       "within <= phases.recover (targets are not scaled)")
-    raw_lag = section["lag_below"]
-    if isinstance(raw_lag, str):  # seconds of input: turned into records with the workload's rate (_with_rate)
-        seconds = duration_field(raw_lag, path + ("lag_below",), positive=True)
-        lag, lag_s = -seconds, seconds
-    else:
-        lag, lag_s = number(raw_lag, path + ("lag_below",), above=0), None
-    return Recovery(within=within,
-                    healthy_samples=integer(section.get("healthy_samples", 3), path + ("healthy_samples",), minimum=1),
-                    lag_below=lag, lag_below_s=lag_s,
-                    grouped=boolean(section["grouped"], path + ("grouped",)) if "grouped" in section else False,
-                    control_margin=(duration_field(section["control_margin"], path + ("control_margin",))
-                                    if "control_margin" in section else None))
-
-
-def _with_rate(arm: Arm, rate: float) -> Arm:
-    """A recovery bound given in seconds of input, in records at the workload's rate."""
-    recovery = arm.targets.recovery
-    if recovery is None or recovery.lag_below_s is None:
-        return arm
-    records = round(recovery.lag_below_s * rate, 3)
-    targets = dataclasses.replace(arm.targets, recovery=dataclasses.replace(recovery, lag_below=records))
-    return dataclasses.replace(arm, targets=targets)
 
 
 def _state(raw: object, path: Path_) -> StateTarget:
@@ -535,7 +503,7 @@ def parse_experiment(doc: object, source: str, scale: float) -> ExperimentSpec:
     if not raw_arms:
         raise Invalid(("arms",), "is empty: nothing would run", " and/or ".join(ARM_PROFILES))
     rate = _workload(top["workload"]).rate
-    arms = tuple(_with_rate(_arm(profile, raw_arms[profile], ("arms", profile), probes, phases, faults), rate)
+    arms = tuple(with_rate(_arm(profile, raw_arms[profile], ("arms", profile), probes, phases, faults), rate)
                  for profile in ARM_PROFILES if profile in raw_arms)
     _check_overlaps(faults, arms)
     check_spacing(faults, arms)
