@@ -55,3 +55,10 @@ def describe(held: Mapping[str, object] | None) -> str | None:
     text = "state " + (", ".join(s for s in store if s) or "not measured")
     checkpoint = number("checkpoint_bytes")
     return text + (f"; checkpoint {size(checkpoint)}" if checkpoint is not None else "")
+
+
+def sst_bytes(progress: Mapping) -> int:
+    """RocksDB SST bytes one StreamingQueryProgress reports, summed over its state operators: the state's size on
+    disk, by the state store's own metric (what an arm samples and records, and what `state_reached` compares)."""
+    return sum(int(op.get("customMetrics", {}).get("rocksdbSstFileSize", 0) or 0)
+               for op in progress.get("stateOperators", []) or [])

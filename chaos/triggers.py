@@ -226,13 +226,6 @@ def parse_size(value: object) -> int | None:
     return amount if amount > 0 else None
 
 
-def sst_bytes(progress: Mapping) -> int:
-    """RocksDB SST bytes a StreamingQueryProgress reports, summed over its state operators (what state_reached
-    compares, and what an arm records as the state it held)."""
-    return sum(int(op.get("customMetrics", {}).get("rocksdbSstFileSize", 0) or 0)
-               for op in progress.get("stateOperators", []) or [])
-
-
 def _count(value: object, path: tuple, invalid: Invalid) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1000:
         raise invalid(path, f"{value!r} is not valid", "an integer 0..1000")

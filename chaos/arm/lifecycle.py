@@ -23,7 +23,8 @@ from pathlib import Path
 
 from infra.errors import InfraError
 
-from ..triggers import EVENTS, Draw, Trigger, key_pattern, sst_bytes
+from ..state_held import sst_bytes
+from ..triggers import EVENTS, Draw, Trigger, key_pattern
 from .sampler import ProgressTail
 
 HOLD_TIMEOUT_MS = 30_000  # a harness that dies with a request held: s3proxy forwards it after this long

@@ -36,6 +36,7 @@ from typing import Any
 import urllib3
 
 from ..history import HistoryWriter
+from ..state_held import sst_bytes
 
 SAMPLE_EVERY_S = 1.0
 RATE_WINDOW_S = 5.0
@@ -253,7 +254,7 @@ class Sampler:
             self._last["batch_started"] = last.get("timestamp")
             self._last["run_id"] = last.get("runId")
             self._last["state_rows"] = sum(op.get("numRowsTotal", 0) for op in operators) if operators else None
-            sst = sum(op.get("customMetrics", {}).get("rocksdbSstFileSize", 0) for op in operators)
+            sst = sst_bytes(last)
             memory = sum(op.get("memoryUsedBytes", 0) for op in operators)
             self._last["state_bytes"] = (sst or memory) if operators else None
             self._last["state_sst_bytes"] = sst if operators else None  # on disk only: never the memory fallback

@@ -21,6 +21,7 @@ from infra.stack import Stack
 
 from ..outputs import read_progress
 from ..smoke import create_topic
+from ..state_held import sst_bytes
 from ..workload import Ledger, Pacer, WorkloadSpec, plan, produce
 
 # name -> (job profile, state implementation)
@@ -45,7 +46,7 @@ def _measure(batches: list[dict]) -> dict:
     state_rows = sum(op.get("numRowsTotal", 0) for op in operators)
     # SST bytes are what a snapshot holds on S3 (0 until changelog checkpointing writes its first snapshot);
     # memory is RocksDB's own estimate of the loaded state (memtables, block cache, index).
-    sst_bytes = sum(op.get("customMetrics", {}).get("rocksdbSstFileSize", 0) for op in operators)
+    sst = sst_bytes(last)
     memory_bytes = sum(op.get("memoryUsedBytes", 0) for op in operators)
     durations = sorted(b["durationMs"].get("triggerExecution", 0) for b in measured)
     return {
@@ -54,7 +55,7 @@ def _measure(batches: list[dict]) -> dict:
         "batches_measured": len(measured),
         "batch_p50_ms": durations[len(durations) // 2] if durations else None,
         "state_rows_per_key": round(state_rows / KEYS, 3),
-        "state_sst_bytes_per_key": round(sst_bytes / KEYS, 1),
+        "state_sst_bytes_per_key": round(sst / KEYS, 1),
         "state_memory_bytes_per_key": round(memory_bytes / KEYS, 1),
     }
 

@@ -27,7 +27,7 @@ from infra.stack import Stack
 
 from ..arm.job import ArmConfig, JobArm
 from ..outputs import read_progress
-from ..state_held import size
+from ..state_held import size, sst_bytes
 from ..workload import WorkloadSpec
 
 KEYS = 10_000_000
@@ -37,7 +37,7 @@ ATTRIBUTE_BYTES = 1024
 def _state(progress: dict) -> tuple[int, int, int]:
     operators = progress.get("stateOperators", [])
     return (sum(op.get("numRowsTotal", 0) for op in operators),
-            sum(op.get("customMetrics", {}).get("rocksdbSstFileSize", 0) for op in operators),
+            sst_bytes(progress),
             sum(op.get("memoryUsedBytes", 0) for op in operators))
 
 

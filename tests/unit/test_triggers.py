@@ -8,7 +8,8 @@ import re
 import pytest
 
 from chaos.spec import SpecError, load_experiment
-from chaos.triggers import EVENTS, Trigger, draw, key_pattern, parse_size, sst_bytes
+from chaos.state_held import sst_bytes
+from chaos.triggers import EVENTS, Trigger, draw, key_pattern, parse_size
 
 from .test_spec import base, write
 
