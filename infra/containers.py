@@ -67,6 +67,7 @@ IMAGE_OF = {"toxiproxy": "toxiproxy", "minio": "minio", "kafka": "kafka", "spark
 # Components that start Python processes with the driver's interpreter (executors' Python workers).
 NEEDS_PYTHON = {"spark-worker"}
 START_TIMEOUT_S = 30.0
+REMOVE_TIMEOUT_S = 60.0
 FIX = "run: infra/engine.sh --install (or start a Docker engine)"
 
 
@@ -148,9 +149,26 @@ def _remove(container) -> None:
     except docker.errors.NotFound:
         pass
     except docker.errors.APIError as error:
-        if "already in progress" not in str(error):  # a concurrent teardown removes it
+        if "already in progress" not in str(error):
             raise InfraError(f"cannot remove container {container.name}: {str(error)[:160]}; "
                              f"remove it with: docker rm -f {container.name}") from error
+        # A concurrent teardown (another stack's start removing dead runs' containers) is removing it: wait for
+        # that removal, so "removed" means gone (a CI run listed the container still in "removing" after this).
+        _wait_gone(container)
+
+
+def _wait_gone(container, timeout: float = REMOVE_TIMEOUT_S) -> None:
+    import docker
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            container.reload()
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.2)
+    raise InfraError(f"container {container.name} was still being removed after {timeout:.0f} s; "
+                     f"remove it with: docker rm -f {container.name}")
 
 
 # -- one container ---------------------------------------------------------------------------------------------
