@@ -59,6 +59,16 @@ def test_a_hot_key_window_reshapes_only_its_window_and_keeps_seqs_unique(tmp_pat
     assert abs(len(events) - 50 * 40) <= 3
 
 
+def test_a_hot_key_windows_payload_size_reaches_only_the_hot_keys_events(tmp_path):
+    spec = spec_with(tmp_path, """
+        faults:
+          - {fault: data.hot_key, at: 5s, duration: 10s, params: {share: 0.5, payload_bytes: 65536}}
+    """)
+    events = list(planned_events(segments(spec, {}), start_ms=0))
+    assert {len(e.payload) for e in events if e.key == "hot-0"} == {65536}
+    assert {len(e.payload) for e in events if e.key != "hot-0"} == {32}
+
+
 def test_key_rotation_window_uses_the_rate_its_actors_imply(tmp_path):
     spec = spec_with(tmp_path, """
         faults:

@@ -97,6 +97,20 @@ def test_hot_key_takes_its_exact_share_without_pausing():
     assert max(others.values()) < 3000 / 2  # no second hot key among the others
 
 
+def test_the_hot_keys_events_carry_their_own_payload_size_and_the_others_keep_theirs():
+    events = list(plan(spec(shape="hot_key", keys=11, hot_key_share=0.5, payload_bytes=16,
+                            hot_key_payload_bytes=65536, duration_ms=200)))
+    assert {len(e.payload) for e in events if e.key == HOT_KEY} == {65536}
+    assert {len(e.payload) for e in events if e.key != HOT_KEY} == {16}
+    assert {len(e.payload) for e in plan(spec(shape="hot_key", keys=11, payload_bytes=16))} == {16}
+
+
+@pytest.mark.parametrize("size", [-1, 512 * 1024 + 1, 1.5, True])
+def test_a_hot_key_payload_outside_what_kafka_takes_is_refused(size):
+    with pytest.raises(ValueError, match="hot_key_payload_bytes: must be an int in 0..524288"):
+        spec(shape="hot_key", hot_key_payload_bytes=size)
+
+
 # --- rotating -------------------------------------------------------------------------------------------------
 
 def test_rotating_actors_send_exactly_two_events_gap_apart_and_keys_are_never_reused():
