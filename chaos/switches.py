@@ -61,12 +61,6 @@ def _switches() -> dict[str, Switch]:
                # killed by s3-silent-endpoint (recovery, progress): a request S3 never answers holds the batch
                # for the SDK's 60 s attempt timeout with Hadoop's defaults, 15 s hardened (docs/job.md)
                ),
-        Switch("task_retries", "a failed task tried twice, not four times (spark.task.maxFailures)",
-               {"spark_options": {"spark.task.maxFailures": None}},
-               explained=("2 or 4 attempts per task changed no outcome: measured in checkpoint-commit-failures and "
-                          "checkpoint-commit-budget (outage reported 11.0 s after the resets began either way); kept "
-                          "because with 4 the query rode out the smoke's 10 s of S3 resets and never reached the "
-                          "supervisor, which checkpoint-commit-failures exists to exercise")),
         # An arm setting, not the `job` section; the oracle judges the mutant by its own rules (no cut), and the
         # output a key that never pauses withholds is judged by emitted_within (chaos/checks/output_latency.py).
         Switch("max_session", "a maximum session length: a key that never pauses still closes sessions",

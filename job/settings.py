@@ -182,9 +182,6 @@ def hardened(topic: str, deployment: str, progress_file: str, **overrides) -> Se
             "retry.interval": "250ms",
             "attempts.maximum": "2",
         },
-        # A failed task is tried twice, not four times: with 4 attempts the query rode out the smoke's 10 s of S3
-        # resets, so no failure reached the supervisor (make test, 2026-11-28); no outcome has needed it (docs/job.md).
-        spark_options={"spark.task.maxFailures": "2"},
     )
     return replace(base, **overrides)
 
