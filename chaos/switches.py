@@ -43,12 +43,10 @@ def _switches() -> dict[str, Switch]:
                {"supervise": False}),
         Switch("failure_budget", "a bound on restarts (off: restart forever, an outage never reported)",
                {"failure_budget": 1_000_000}),
+        # killed by scale-slow-checkpoint-storage (max_lag): at a gigabyte, with uploads capped, a snapshot per
+        # version held every commit for the whole cap (docs/job.md)
         Switch("changelog_checkpointing", "RocksDB changelog checkpointing (off: a full snapshot per version)",
-               {"changelog_checkpointing": False},
-               explained=("with this job's small state (200 keys, one aggregate row each: snapshots of ~4 KB) a "
-                          "snapshot per version uploads as fast as a changelog: measured, slow-s3-put (a 50 KB/s "
-                          "upload cap) and the 503 storm pass with it off, at smoke and full length; kept for state "
-                          "large enough that a snapshot outlasts a trigger")),
+               {"changelog_checkpointing": False}),
         Switch("kafka_options", "Kafka reconnect backoff and bounded request/API/connection-setup timeouts",
                {"kafka_options": _hardened_keys("kafka_options")},
                explained=("on one broker Spark's Kafka source retries its offset lookups itself: measured, an 80 s "

@@ -169,7 +169,7 @@ KINDS = (
     ), implementation=Toxic, triggerable=True, needs=_NEEDS),
     FaultKind("network.bandwidth", "throughput is capped", TARGETS, _toxic(
         rate_kbps=Param("int", "KB/s allowed", required=True, minimum=0),
-    ), implementation=Toxic, needs=_NEEDS),
+    ), implementation=Toxic, triggerable=True, needs=_NEEDS),
     FaultKind("network.timeout", "data stops; the connection closes after timeout_ms (0: held open until the heal, "
               "which closes it: a client resumes at the heal; s3.silent keeps a request unanswered past it)",
               TARGETS, _toxic(

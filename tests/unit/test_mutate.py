@@ -138,18 +138,18 @@ def test_a_mutant_without_max_session_is_judged_by_its_own_rules_and_on_its_with
 def test_an_explained_survivor_is_a_survivor_and_counts_in_the_denominator():
     from chaos.mutate import headline
 
-    assert SWITCHES["changelog_checkpointing"].explained and not SWITCHES["lease"].explained
-    rows = [{"experiment": "a", "switch": "changelog_checkpointing", "mutant": "a--changelog_checkpointing"},
+    assert SWITCHES["kafka_options"].explained and not SWITCHES["lease"].explained
+    rows = [{"experiment": "a", "switch": "kafka_options", "mutant": "a--kafka_options"},
             {"experiment": "b", "switch": "lease", "mutant": "b--lease"}]
-    results = {"experiments": [{"name": "a--changelog_checkpointing", "arms": [_arm("PASSED", ("lost", "PASSED"))]},
+    results = {"experiments": [{"name": "a--kafka_options", "arms": [_arm("PASSED", ("lost", "PASSED"))]},
                                {"name": "b--lease", "arms": [_arm("FAILED", ("lost", "FAILED"))]}]}
     result = matrix(results, rows)
-    assert result["switches"]["changelog_checkpointing"]["status"] == "survived"
-    assert result["switches"]["changelog_checkpointing"]["explained"] == SWITCHES["changelog_checkpointing"].explained
-    assert result["survivors"] == ["changelog_checkpointing"]
-    assert list(result["explained"]) == ["changelog_checkpointing"]
+    assert result["switches"]["kafka_options"]["status"] == "survived"
+    assert result["switches"]["kafka_options"]["explained"] == SWITCHES["kafka_options"].explained
+    assert result["survivors"] == ["kafka_options"]
+    assert list(result["explained"]) == ["kafka_options"]
     assert (result["claimed_kill_rate"], result["killed"], result["claimed"]) == (0.5, 1, 2)
-    assert "survivors: changelog_checkpointing (explained: docs/job.md)" in headline(result)
+    assert "survivors: kafka_options (explained: docs/job.md)" in headline(result)
 
 
 def test_the_new_switches_give_the_job_their_off_settings():
