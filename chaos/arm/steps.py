@@ -261,6 +261,30 @@ def judge_stored(ctx: ArmContext) -> None:
     except Exception as exc:
         ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
     _write_lineage(ctx, read_state=True)
+    free_checkpoint(ctx)
+
+
+# A checkpoint this large goes once its arm is judged: the scale suite's arms leave 4-15 GiB each in MinIO, and eight
+# of them on one stack would not fit this machine's disk. Smaller ones stay with the stack for whoever looks.
+FREE_CHECKPOINT_ABOVE_BYTES = 1 << 30
+
+
+def free_checkpoint(ctx: ArmContext) -> None:
+    """Remove the arm's checkpoint from S3 when it holds more than FREE_CHECKPOINT_ABOVE_BYTES; judging (the oracle,
+    lineage.json) has read what it needs. A failure is said, never raised: the verdict does not depend on it."""
+    try:
+        from minio.deleteobjects import DeleteObject
+
+        client, bucket = ctx.stack.s3_client(direct=True), ctx.stack.info.bucket
+        objects = list(client.list_objects(bucket, prefix=ctx.arm.checkpoint_prefix + "/", recursive=True))
+        total = sum(obj.size or 0 for obj in objects)
+        if total <= FREE_CHECKPOINT_ABOVE_BYTES:
+            return
+        failed = list(client.remove_objects(bucket, (DeleteObject(obj.object_name) for obj in objects)))
+        ctx.say(f"its checkpoint of {total / 2**30:.2f} GiB ({len(objects)} objects) removed from S3 after judging"
+                + (f"; {len(failed)} could not be removed" if failed else ""))
+    except Exception as exc:
+        ctx.say(f"its checkpoint could not be removed from S3 after judging: {type(exc).__name__}: {exc}")
 
 
 def _write_lineage(ctx: ArmContext, read_state: bool) -> None:
