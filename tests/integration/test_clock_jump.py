@@ -1,8 +1,9 @@
 """clock.jump on a real job driver (chaos/faults/clock.py through infra/shims/clock.c): the hardened job started
 with the clock shim, its wall clock moved 120 s back and then healed, as its own two sides report it. Its Python side
 stamps every progress line (`wall_ms`: time.time() in the listener); its JVM stamps every batch (Spark's progress
-`timestamp`: System.currentTimeMillis at the trigger). Both fall 120 s behind this process's clock after the jump
-and come back after the heal, and the job says it restarted its query on the step back (restart_on_clock_step)."""
+`timestamp`: System.currentTimeMillis at the trigger; with the batch's duration added, its end). Both fall 120 s
+behind this process's clock after the jump and come back after the heal, and the job says it restarted its query on
+the step back (restart_on_clock_step)."""
 from __future__ import annotations
 
 import threading
@@ -36,8 +37,12 @@ def _wait_for(arm: JobArm, test, timeout_s: float, what: str) -> tuple[float, fl
         if fresh:
             now_ms = time.time() * 1000
             record = fresh[-1]
-            batch_ms = datetime.fromisoformat(record["progress"]["timestamp"].replace("Z", "+00:00")).timestamp()
-            skew = ((record["wall_ms"] - now_ms) / 1000, batch_ms - now_ms / 1000)
+            progress = record["progress"]
+            # The JVM stamps a batch when it starts; its end (start + its own duration) is what compares with the
+            # listener's stamp and with now. A first batch can take 20 s in a loaded session, which is no skew.
+            started_s = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+            ended_s = started_s + progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
+            skew = ((record["wall_ms"] - now_ms) / 1000, ended_s - now_ms / 1000)
             if test(skew):
                 return skew
         time.sleep(0.5)
