@@ -18,6 +18,7 @@ from .commands.bench import (
     bench_cpu,
     bench_crashes,
     bench_recoveries,
+    bench_recovery_size,
     bench_startup,
     bench_suite,
     stack_smoke,
@@ -185,6 +186,13 @@ def _parser() -> argparse.ArgumentParser:
         "recoveries", help="every disruption of a stored run on its own: to the first new batch, to recovery")
     recoveries_bench.add_argument("run_dir", type=Path)
     recoveries_bench.add_argument("--json", action="store_true")
+    size_bench = bench_commands.add_parser(
+        "recovery-size", help="recovery against the state held, per disruption and arm, with the S3-read floor "
+                              "beside each: a Markdown table and an SVG plot (docs/experiments.md)")
+    size_bench.add_argument("run_dirs", type=Path, nargs="+")
+    size_bench.add_argument("--markdown", type=Path, help="also write the table to this file")
+    size_bench.add_argument("--svg", type=Path, help="also write the plot to this file")
+    size_bench.add_argument("--json", action="store_true")
     suite_bench = bench_commands.add_parser("suite", help="where a stored suite run's wall time went (from its files)")
     suite_bench.add_argument("run_dir", type=Path)
     suite_bench.add_argument("--json", action="store_true")
@@ -251,6 +259,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return bench_suite(args.run_dir, args.json)
     if args.command == "bench" and args.bench_command == "startup":
         return bench_startup(args.rounds, args.variants, args.batches, args.json, args.out)
+    if args.command == "bench" and args.bench_command == "recovery-size":
+        return bench_recovery_size(args.run_dirs, args.markdown, args.svg, args.json)
     if args.command == "bench" and args.bench_command == "recoveries":
         return bench_recoveries(args.run_dir, args.json)
     if args.command == "bench" and args.bench_command == "crashes":

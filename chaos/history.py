@@ -22,6 +22,9 @@ checkers are pure functions over these records, so any stored run can be re-judg
             scanner first reads it: the logs check judges only logs that were read
     skipped the arm was not run, and why (a fault that cannot act on the target: docs/targets.md): verdict SKIPPED
     interrupted the run was interrupted (Ctrl-C, SIGTERM) while this arm ran, and where: verdict INTERRUPTED
+    measure what the harness measured of the stack for the figures beside a verdict, never judged: name (s3_read:
+            bytes of the arm's checkpoint read back through the `s3` proxy, seconds, bytes_per_s; the floor of a
+            restore of its state)
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ SAMPLE_METRICS = ("input_rate", "processed_rate", "lag", "batch_duration_ms", "s
 SAMPLE_FIELDS = (*SAMPLE_METRICS, "state_sst_bytes", "state_memory_bytes", "late_rows", "batch_started", "run_id",
                  "alive")
 RECORD_TYPES = ("phase", "fault", "sample", "job", "log", "trigger", "schedule", "error", "watch", "skipped",
-                "interrupted")
+                "interrupted", "measure")
 
 Record = Mapping[str, object]
 
@@ -138,6 +141,10 @@ class HistoryWriter:
     def interrupted(self, reason: str) -> dict[str, object]:
         """The arm was cut short by an interrupt: its verdict is INTERRUPTED, whatever its checks measured."""
         return self._append("interrupted", {"reason": reason})
+
+    def measure(self, name: str, **fields: object) -> dict[str, object]:
+        """A figure the harness measured of the stack (not of the job), for what a report shows beside a verdict."""
+        return self._append("measure", {"name": name, **fields})
 
     def _append(self, record_type: str, fields: dict[str, object]) -> dict[str, object]:
         with self._lock:

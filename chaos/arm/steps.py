@@ -261,7 +261,29 @@ def judge_stored(ctx: ArmContext) -> None:
     except Exception as exc:
         ctx.history.error(f"reading the job's output failed: {type(exc).__name__}: {exc}")
     _write_lineage(ctx, read_state=True)
+    measure_s3_read(ctx)
     free_checkpoint(ctx)
+
+
+def measure_s3_read(ctx: ArmContext) -> None:
+    """A `measure` record of this stack's S3 read throughput on the job's path, read from the arm's own checkpoint
+    (chaos/restore_floor.py), when its SST objects hold more than MEASURE_ABOVE_BYTES: the floor a report puts beside
+    a recovery. Taken after judging, with every fault healed; a failure is said, never raised."""
+    from ..restore_floor import MEASURE_ABOVE_BYTES, READ_BYTES, read_throughput
+
+    try:
+        listing = ctx.stack.s3_client(direct=True).list_objects(
+            ctx.stack.info.bucket, prefix=ctx.arm.checkpoint_prefix + "/", recursive=True)
+        if sum(o.size or 0 for o in listing if o.object_name.endswith(".sst")) <= MEASURE_ABOVE_BYTES:
+            return
+        read, seconds = read_throughput(ctx.stack, ctx.arm.checkpoint_prefix, READ_BYTES)
+        rate = read / seconds if seconds > 0 else None
+        ctx.history.measure("s3_read", bytes=read, seconds=round(seconds, 3),
+                            bytes_per_s=None if rate is None else round(rate))
+        ctx.say(f"S3 read through the proxy: {read / 2**20:.0f} MiB in {seconds:.1f} s"
+                + (f" ({rate / 2**20:.0f} MiB/s): the restore floor's rate" if rate else ""))
+    except Exception as exc:
+        ctx.say(f"the S3 read throughput could not be measured: {type(exc).__name__}: {exc}")
 
 
 # A checkpoint this large goes once its arm is judged: the scale suite's arms leave 4-15 GiB each in MinIO, and eight

@@ -27,6 +27,7 @@ from infra.stack import Stack
 
 from ..arm.job import ArmConfig, JobArm
 from ..outputs import read_progress
+from ..restore_floor import read_throughput
 from ..state_held import size, sst_bytes
 from ..workload import WorkloadSpec
 
@@ -50,26 +51,6 @@ def _done_s(progress: dict) -> float:
 def _checkpoint_bytes(stack, prefix: str) -> int:
     s3 = stack.s3_client(direct=True)
     return sum(o.size or 0 for o in s3.list_objects(stack.info.bucket, prefix=prefix + "/", recursive=True))
-
-
-def _s3_read(stack, prefix: str, want_bytes: int) -> tuple[int, float]:
-    """(bytes, seconds): SST objects under the checkpoint, largest first, read whole through the `s3` proxy (the job's
-    path to MinIO) until `want_bytes` are read."""
-    listing = stack.s3_client(direct=True).list_objects(stack.info.bucket, prefix=prefix + "/", recursive=True)
-    ssts = sorted((o for o in listing if o.object_name.endswith(".sst")), key=lambda o: -(o.size or 0))
-    s3 = stack.s3_client()
-    read, started = 0, time.monotonic()
-    for obj in ssts:
-        if read >= want_bytes:
-            break
-        response = s3.get_object(stack.info.bucket, obj.object_name)
-        try:
-            for chunk in response.stream(2**20):
-                read += len(chunk)
-        finally:
-            response.close()
-            response.release_conn()
-    return read, time.monotonic() - started
 
 
 def bench_state(run_dir: Path, mib: int, rate: float, budget_s: float,
@@ -141,7 +122,7 @@ def bench_state(run_dir: Path, mib: int, rate: float, budget_s: float,
         producer.join(60)
         arm.stop_job(timeout=30)
         if result.get("restore_s") is not None:
-            read, seconds = _s3_read(stack, arm.checkpoint_prefix, result["restored_sst_bytes"])
+            read, seconds = read_throughput(stack, arm.checkpoint_prefix, result["restored_sst_bytes"])
             throughput = read / seconds if seconds > 0 else None
             result.update(s3_read_bytes=read, s3_read_s=round(seconds, 2),
                           s3_read_bytes_per_s=round(throughput) if throughput else None,

@@ -65,6 +65,7 @@ class Timeline:
     records: int = 0  # how many records the history holds
     schedule: tuple[Mapping[str, object], ...] = ()  # a compact schedule's steps: a window opened or ended early
     watches: tuple[Mapping[str, object], ...] = ()  # the log scanner's `watch` records: patterns, and logs it read
+    measures: tuple[Mapping[str, object], ...] = ()  # what the harness measured of the stack (S3 read throughput)
 
     def window(self, phase: str) -> tuple[float, float] | None:
         for name, start, end in self.windows:
@@ -120,10 +121,11 @@ def timeline(records: Sequence[Mapping[str, object]]) -> Timeline:
     interrupted arm) runs to the last record."""
     by_type: dict[str, list[Mapping[str, object]]] = {kind: [] for kind in
                                                       ("sample", "phase", "fault", "job", "log", "error",
-                                                       "schedule", "watch")}
+                                                       "schedule", "watch", "measure")}
     for record in records:
         by_type.setdefault(str(record.get("type")), []).append(record)
-    end = max((time_of(r) for r in records), default=0.0)
+    # A measure is taken after judging's reads, long after the arm: it does not extend what the checks watch.
+    end = max((time_of(r) for r in records if r.get("type") != "measure"), default=0.0)
     windows = []
     for name in PHASES:
         starts = [time_of(r) for r in by_type["phase"] if r.get("name") == name and r.get("boundary") == "start"]
@@ -137,7 +139,8 @@ def timeline(records: Sequence[Mapping[str, object]]) -> Timeline:
                     jobs=tuple(by_type["job"]), logs=tuple(by_type["log"]), errors=tuple(by_type["error"]),
                     end=end, marks=tuple(by_type["phase"]),
                     first_wall=next((w for r in records if (w := _wall(r))), None),
-                    records=len(records), schedule=tuple(by_type["schedule"]), watches=tuple(by_type["watch"]))
+                    records=len(records), schedule=tuple(by_type["schedule"]), watches=tuple(by_type["watch"]),
+                    measures=tuple(by_type["measure"]))
 
 
 def time_of(record: Mapping[str, object]) -> float:

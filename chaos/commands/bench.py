@@ -106,6 +106,15 @@ def bench_crashes(run_dirs: list[Path], as_json: bool) -> int:
     return errors.PASSED
 
 
+def bench_recovery_size(run_dirs: list[Path], markdown: Path | None, svg: Path | None, as_json: bool) -> int:
+    from ..bench.recovery_size import main
+
+    for run_dir in run_dirs:
+        require_run_dir(run_dir)
+    main(run_dirs, markdown, svg, as_json)
+    return errors.PASSED
+
+
 def bench_recoveries(run_dir: Path, as_json: bool) -> int:
     from ..bench.recoveries import print_recoveries, recoveries
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..state_held import describe, peak_state
+from ..state_held import describe, peak_state, size
 from . import facts
 from .markup import _badge, _count, _duration, _e, _link, _page
 from .model import VERDICT_COLOURS, Arm, Run, Timeline, _anchor, _number, _verdict, _write_atomic, load_run
@@ -404,6 +404,7 @@ def render_report(run: Run) -> str:
             _failures_block(run), _flaky_block(run), _run_facts(run),
             *_mutation_section(run.results.get("mutation")),
             "<h2>verdicts</h2>", _summary_table(run), _discrimination_table(run)]
+    body.append(_recovery_size_section(run))
     body += [_experiment_section(run, experiment) for experiment in run.experiments]
     # logs/<lane>/ holds a lane's logs in a run with --lanes (chaos/lanes/launch.py)
     logs = sorted((run.dir / "logs").rglob("*.log")) if (run.dir / "logs").is_dir() else []
@@ -415,6 +416,28 @@ def render_report(run: Run) -> str:
     body.append('<p class="small">Built by <code>chaos report</code> from the files of this run directory '
                 "(docs/reports.md). Plot times are seconds since each arm started; wall-clock times are UTC.</p>")
     return _page(f"{verdict} · {run.dir.name}", "".join(body))
+
+
+def _recovery_size_section(run: Run) -> str:
+    """A run whose arms held state at scale (over MEASURE_ABOVE_BYTES at a disruption): recovery against the state
+    held, every disruption of every arm, with the floor beside it (chaos/bench/recovery_size.py)."""
+    from ..bench.recovery_size import plot_svg, recovered_text, run_points
+    from ..restore_floor import MEASURE_ABOVE_BYTES
+
+    points = [p for p in run_points(run.dir) if (p.state_bytes or 0) > MEASURE_ABOVE_BYTES]
+    svg = plot_svg(points) if points else None
+    if svg is None:
+        return ""
+    rows = "".join(f"<tr><td>{_e(p.fault)}</td><td>{_e(size(p.state_bytes))}</td><td>{_e(p.profile)}</td>"
+                   f"<td>{_e(p.first_batch_s)}</td><td>{_e(recovered_text(p))}</td>"
+                   f"<td>{_e(p.floor_s if p.floor_s is not None else '-')}</td><td>{_e(p.experiment)}</td></tr>"
+                   for p in sorted(points, key=lambda p: (p.fault, p.state_bytes or 0, p.profile)))
+    return ("<h2>recovery against state size</h2>" + svg +
+            "<table><tr><th>fault</th><th>state (SST)</th><th>arm</th><th>first new batch (s)</th>"
+            f"<th>recovered</th><th>floor (s)</th><th>experiment</th></tr>{rows}</table>"
+            '<p class="small">Every disruption of an arm holding more than 16 MiB of state, measured alone by the '
+            "recovery check's definition (a control by its subject's target). The floor: the state's bytes over the "
+            "S3 read throughput the arm measured through the job's own proxy; no restore from S3 is faster.</p>")
 
 
 MUTANT_COLOURS = {"killed": "#2e7d32", "survived": "#c62828", "unknown": "#9e9e9e", "not claimed": "#c62828"}
