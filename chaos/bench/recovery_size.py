@@ -146,6 +146,17 @@ def markdown(points: Sequence[Point]) -> str:
     return "\n".join(rows) + "\n"
 
 
+X_TICKS_MIB = (1, 4, 16, 64, 256, 1024, 4096, 16384)
+Y_TICKS_S = (0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3000)
+
+
+def _plain_ticks(ticks: Sequence[float]):
+    """Tick labels as plain numbers (16, 256, 1024), not matplotlib's log-axis powers."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _pos: f"{value:g}")
+
+
 MARKERS = {"driver crash": "o", "damaged snapshot": "s", "broker loss": "^"}
 COLOURS = {"hardened": "#1f77b4", "naive": "#ff7f0e"}
 
@@ -180,8 +191,20 @@ def plot_svg(points: Sequence[Point], salt: str = "recovery-size") -> str | None
             ax.scatter([x], [max(p.floor_s, 0.1)], c="#777777", marker="_", s=60,
                        label="floor (state / S3 read)" if ("floor", "") not in labelled else None, zorder=2)
             labelled.add(("floor", ""))
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    xs = [(p.state_bytes or 0) / 2**20 for p in shown]
+    ys = [v for p in shown for v in (p.recovered_s, p.watched_s * 1.8 if p.recovered_s is None else None, p.floor_s)
+          if v]
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(min(8.0, min(xs) / 1.5), max(2048.0, max(xs) * 1.5))
+    ax.set_ylim(min(1.0, min(ys) / 1.5), max(300.0, max(ys) * 1.3))
+    for axis, ticks in ((ax.xaxis, X_TICKS_MIB), (ax.yaxis, Y_TICKS_S)):
+        axis.set_major_locator(FixedLocator(ticks))
+        axis.set_major_formatter(_plain_ticks(ticks))
+        axis.set_minor_locator(NullLocator())
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("state: RocksDB SST (MiB)", fontsize=7.5)
     ax.set_ylabel("seconds", fontsize=7.5)
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
