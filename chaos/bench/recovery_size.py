@@ -150,7 +150,7 @@ X_TICKS_MIB = (1, 4, 16, 64, 256, 1024, 4096, 16384)
 Y_TICKS_S = (0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3000)
 
 
-def _plain_ticks(ticks: Sequence[float]):
+def _plain_ticks():
     """Tick labels as plain numbers (16, 256, 1024), not matplotlib's log-axis powers."""
     from matplotlib.ticker import FuncFormatter
 
@@ -202,7 +202,7 @@ def plot_svg(points: Sequence[Point], salt: str = "recovery-size") -> str | None
     ax.set_ylim(min(1.0, min(ys) / 1.5), max(300.0, max(ys) * 1.3))
     for axis, ticks in ((ax.xaxis, X_TICKS_MIB), (ax.yaxis, Y_TICKS_S)):
         axis.set_major_locator(FixedLocator(ticks))
-        axis.set_major_formatter(_plain_ticks(ticks))
+        axis.set_major_formatter(_plain_ticks())
         axis.set_minor_locator(NullLocator())
         axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("state: RocksDB SST (MiB)", fontsize=7.5)
