@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks.recovery import measure_recoveries
-from ..checks.timeline import Timeline, time_of, timeline
+from ..checks.timeline import Timeline, metric, time_of, timeline
 from ..history import HistoryError, read_history
 from ..restore_floor import floor_s
 from ..spec.model import ExperimentSpec, Recovery
@@ -29,6 +29,9 @@ from ..state_held import size
 from ..store import SPEC_FILE
 
 SUBJECT = "hardened"
+# A job slower than its input before the fault (the naive job's list state at scale) never meets a bound on lag
+# after it either: the lag of this window before the disruption is what "back to where it was" compares with.
+LAG_BEFORE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,9 @@ class Point:
     first_batch_s: float | None
     recovered_s: float | None  # None: not recovered within watched_s
     watched_s: float    # how long the arm was watched after it (to the next hit, or the recover phase's end)
+    lag_before: float | None  # the largest lag (records) in the LAG_BEFORE_S before it
+    lag_below: float    # the target's bound on lag (records): what recovered_s waits for
+    back_s: float | None  # to the same healthy run with the lag back under 1.1 x lag_before (if above lag_below)
     floor_s: float | None
     read_bytes_per_s: int | None
 
@@ -75,6 +81,11 @@ def state_before(tl: Timeline, t: float) -> int | None:
     return value
 
 
+def lag_before(tl: Timeline, t: float) -> float | None:
+    lags = [lag for s in tl.samples if t - LAG_BEFORE_S <= time_of(s) < t and (lag := metric(s, "lag")) is not None]
+    return max(lags) if lags else None
+
+
 def read_rate(tl: Timeline) -> int | None:
     rates = [m.get("bytes_per_s") for m in tl.measures if m.get("name") == "s3_read"]
     rate = rates[-1] if rates else None
@@ -93,16 +104,22 @@ def target_for(spec: ExperimentSpec, profile: str) -> Recovery | None:
 def arm_points(run: str, experiment: str, profile: str, tl: Timeline, target: Recovery) -> list[Point]:
     rate = read_rate(tl)
     recover = tl.window("recover")
+    alone = dataclasses.replace(target, grouped=False)
     points = []
-    for result in measure_recoveries(tl, dataclasses.replace(target, grouped=False)):
+    for result in measure_recoveries(tl, alone):
         if result.heal is None:
             continue
         at = time_of(result.heal)
         until = result.cut_at if result.cut_at is not None else (recover[1] if recover is not None else tl.end)
-        state = state_before(tl, at)
+        state, before = state_before(tl, at), lag_before(tl, at)
+        back = result.seconds
+        if before is not None and before * 1.1 > target.lag_below:
+            own = dataclasses.replace(alone, lag_below=before * 1.1, lag_below_s=None)
+            back = next((r.seconds for r in measure_recoveries(tl, own) if r.heal is not None
+                         and time_of(r.heal) == at), None)
         points.append(Point(run, experiment, profile, fault_of(result.heal), round(at, 1), state,
-                            result.first_batch_s, result.seconds, round(max(until - at, 0.0), 1),
-                            floor_s(state, rate), rate))
+                            result.first_batch_s, result.seconds, round(max(until - at, 0.0), 1), before,
+                            target.lag_below, back, floor_s(state, rate), rate))
     return points
 
 
@@ -135,14 +152,30 @@ def recovered_text(point: Point) -> str:
     return _s(point.recovered_s) if point.recovered_s is not None else f"not in {point.watched_s:.0f} s"
 
 
+def lag_text(point: Point) -> str:
+    """The lag before the disruption, and whether it was already over the bound recovery waits for."""
+    if point.lag_before is None:
+        return "-"
+    return f"{point.lag_before:,.0f}" + (" (over the bound)" if point.lag_before >= point.lag_below else "")
+
+
+def back_text(point: Point) -> str:
+    """Back to the lag it had before: the same as recovered when that lag was under the bound."""
+    if point.back_s is None:
+        return f"not in {point.watched_s:.0f} s"
+    return "(as recovered)" if point.back_s == point.recovered_s else _s(point.back_s)
+
+
 def markdown(points: Sequence[Point]) -> str:
     """One row per disruption: by fault, then state, then arm."""
-    rows = ["| fault | state (SST) | arm | first new batch | recovered | floor | S3 read | experiment, run |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| fault | state (SST) | arm | first new batch | recovered | lag before | back to it | floor | S3 read "
+            "| experiment, run |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for p in sorted(points, key=lambda p: (p.fault, p.state_bytes or 0, p.profile)):
         rate = f"{p.read_bytes_per_s / 2**20:.0f} MiB/s" if p.read_bytes_per_s else "-"
         rows.append(f"| {p.fault} | {size(p.state_bytes)} | {p.profile} | {_s(p.first_batch_s)} | "
-                    f"{recovered_text(p)} | {_s(p.floor_s)} | {rate} | {p.experiment}, {p.run} |")
+                    f"{recovered_text(p)} | {lag_text(p)} | {back_text(p)} | {_s(p.floor_s)} | {rate} | "
+                    f"{p.experiment}, {p.run} |")
     return "\n".join(rows) + "\n"
 
 
@@ -162,9 +195,9 @@ COLOURS = {"hardened": "#1f77b4", "naive": "#ff7f0e"}
 
 
 def plot_svg(points: Sequence[Point], salt: str = "recovery-size") -> str | None:
-    """Seconds against state bytes, one marker per disruption (filled: recovered; hollow with an arrow: not
-    recovered, drawn at how long it was watched), the floor as a grey dash beside each; None when no point has a
-    state."""
+    """Seconds against state bytes, one marker per disruption (filled: recovered under the bound; hollow: back to
+    the lag it had before, which was over the bound already; hollow with an arrow: neither, drawn at how long it was
+    watched), the floor as a grey dash beside each; None when no point has a state."""
     from ..report.plots import _figure, _style_axes, _svg
 
     shown = [p for p in points if p.state_bytes]
@@ -182,6 +215,9 @@ def plot_svg(points: Sequence[Point], salt: str = "recovery-size") -> str | None
         labelled.add((p.profile, p.fault))
         if p.recovered_s is not None:
             ax.scatter([x], [max(p.recovered_s, 0.1)], c=colour, marker=marker, s=30, label=label, zorder=3)
+        elif p.back_s is not None:  # over the bound before the fault too: back to where it was
+            ax.scatter([x], [max(p.back_s, 0.1)], facecolors="none", edgecolors=colour, marker=marker, s=30,
+                       label=label, zorder=3)
         else:
             ax.scatter([x], [max(p.watched_s, 0.1)], facecolors="none", edgecolors=colour, marker=marker, s=30,
                        label=label, zorder=3)
@@ -194,8 +230,8 @@ def plot_svg(points: Sequence[Point], salt: str = "recovery-size") -> str | None
     from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
     xs = [(p.state_bytes or 0) / 2**20 for p in shown]
-    ys = [v for p in shown for v in (p.recovered_s, p.watched_s * 1.8 if p.recovered_s is None else None, p.floor_s)
-          if v]
+    ys = [v for p in shown for v in (p.recovered_s, p.back_s, p.floor_s,
+                                     p.watched_s * 1.8 if p.recovered_s is None and p.back_s is None else None) if v]
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(min(8.0, min(xs) / 1.5), max(2048.0, max(xs) * 1.5))

@@ -421,7 +421,7 @@ def render_report(run: Run) -> str:
 def _recovery_size_section(run: Run) -> str:
     """A run whose arms held state at scale (over MEASURE_ABOVE_BYTES at a disruption): recovery against the state
     held, every disruption of every arm, with the floor beside it (chaos/bench/recovery_size.py)."""
-    from ..bench.recovery_size import plot_svg, recovered_text, run_points
+    from ..bench.recovery_size import back_text, lag_text, plot_svg, recovered_text, run_points
     from ..restore_floor import MEASURE_ABOVE_BYTES
 
     points = [p for p in run_points(run.dir) if (p.state_bytes or 0) > MEASURE_ABOVE_BYTES]
@@ -429,15 +429,20 @@ def _recovery_size_section(run: Run) -> str:
     if svg is None:
         return ""
     rows = "".join(f"<tr><td>{_e(p.fault)}</td><td>{_e(size(p.state_bytes))}</td><td>{_e(p.profile)}</td>"
-                   f"<td>{_e(p.first_batch_s)}</td><td>{_e(recovered_text(p))}</td>"
+                   f"<td>{_e(p.first_batch_s if p.first_batch_s is not None else '-')}</td>"
+                   f"<td>{_e(recovered_text(p))}</td><td>{_e(lag_text(p))}</td><td>{_e(back_text(p))}</td>"
                    f"<td>{_e(p.floor_s if p.floor_s is not None else '-')}</td><td>{_e(p.experiment)}</td></tr>"
                    for p in sorted(points, key=lambda p: (p.fault, p.state_bytes or 0, p.profile)))
     return ("<h2>recovery against state size</h2>" + svg +
             "<table><tr><th>fault</th><th>state (SST)</th><th>arm</th><th>first new batch (s)</th>"
-            f"<th>recovered</th><th>floor (s)</th><th>experiment</th></tr>{rows}</table>"
+            "<th>recovered</th><th>lag before (records)</th><th>back to it</th><th>floor (s)</th>"
+            f"<th>experiment</th></tr>{rows}</table>"
             '<p class="small">Every disruption of an arm holding more than 16 MiB of state, measured alone by the '
-            "recovery check's definition (a control by its subject's target). The floor: the state's bytes over the "
-            "S3 read throughput the arm measured through the job's own proxy; no restore from S3 is faster.</p>")
+            "recovery check's definition (a control by its subject's target). Lag before: the largest in the minute "
+            "before it; where that was over the bound already (a job slower than its input), back to it is the time "
+            "to the same healthy run with the lag under 1.1 times it (hollow markers). The floor: the state's bytes "
+            "over the S3 read throughput the arm measured through the job's own proxy; no restore from S3 is "
+            "faster.</p>")
 
 
 MUTANT_COLOURS = {"killed": "#2e7d32", "survived": "#c62828", "unknown": "#9e9e9e", "not claimed": "#c62828"}

@@ -67,6 +67,24 @@ def test_a_control_without_a_recovery_target_is_measured_by_its_subjects(tmp_pat
     assert all(p.floor_s is None for p in by_arm["naive"])  # no S3 read measured: no floor, never a guess
 
 
+def test_a_job_over_the_bound_before_the_fault_is_measured_back_to_its_own_lag(tmp_path):
+    """The naive job at scale is slower than its input before any fault: its lag never meets the bound, and what
+    says whether the fault cost it anything is the time back to the lag it had before."""
+    run = _run(tmp_path, sst_per_row=MIB, rate=None)
+    history = run / "process-crash" / "naive" / "history.jsonl"
+    records = [json.loads(line) for line in history.read_text().splitlines()]
+    for record in records:
+        if record["type"] == "sample" and record.get("lag") is not None:
+            record["lag"] += 3000  # never under the bound of 2500
+    history.write_text("".join(json.dumps(r) + "\n" for r in records))
+    broker = {p.profile: p for p in run_points(run) if p.fault == "broker loss"}
+    assert broker["hardened"].back_s == broker["hardened"].recovered_s == 15.2
+    naive = broker["naive"]
+    assert naive.recovered_s is None and naive.lag_before is not None and naive.lag_before > naive.lag_below
+    assert naive.back_s == 15.2
+    assert "(over the bound) | 15.2 s |" in markdown([naive])
+
+
 def test_a_measure_taken_after_the_arm_does_not_lengthen_what_the_checks_watch(tmp_path):
     with_measure = timeline(read_history(_run(tmp_path / "a", 1, rate=MIB) / "process-crash/hardened/history.jsonl"))
     without = timeline(read_history(_run(tmp_path / "b", 1, rate=None) / "process-crash/hardened/history.jsonl"))
