@@ -156,6 +156,24 @@ def test_progress_fails_when_one_phase_is_stuck(story):
     assert check.message.startswith("no batch completed during recover (t=40.0s to 60.0s)")
 
 
+def test_progress_counts_batches_rerun_under_lower_ids_after_a_rollback(story):
+    # Restarted at t=42 on a checkpoint rolled back from batch 39 to 30 (a damaged snapshot set aside): the job runs
+    # 31, 32, ... again and, with no batch cap, catches up in fewer batches than it rolled back (recovery-size-256mib,
+    # 2026-11-29: ids stayed under the last before the damage for the whole of a recover phase that ended recovered).
+    def rolled_back(t):
+        batch = min(int(t), 39) if t < 42 else 30 + (int(t) - 42) // 3
+        return {**healthy(t), "batch_id": batch, "run_id": "first" if t < 42 else "second",
+                "batch_started": str(batch) + ("" if t < 42 else "again")}
+    check = check_progress(timeline(story(metrics=rolled_back)))
+    assert check.verdict == "PASSED", check
+    assert "recover: 6 batches completed, the last 35 (rolled back from 39)" in check.measured
+
+    # ... but a job that completes nothing after the restart is stuck, whatever ids it reported before
+    def stuck_after_the_restart(t):
+        return {**rolled_back(t), "batch_id": min(int(t), 39), "run_id": "first", "batch_started": str(min(int(t), 39))}
+    assert "recover: stuck at 39" in check_progress(timeline(story(metrics=stuck_after_the_restart))).measured
+
+
 def test_progress_needs_a_steady_rate_before_the_faults_and_at_the_end_not_one_batch(story):
     def one_batch_per_phase(t):
         return {**healthy(t), "batch_id": 1 if t < 19 else 2 if t < 39 else 3 if t < 59 else 4}
