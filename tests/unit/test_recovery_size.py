@@ -116,6 +116,13 @@ def test_the_report_of_a_run_at_scale_shows_the_plot_and_a_small_run_does_not(tm
     assert "recovery against state size" not in write_report(small).read_text()
 
 
+def test_a_spec_this_version_cannot_read_gives_no_points_and_the_report_is_still_written(tmp_path):
+    run = _run(tmp_path, sst_per_row=MIB, rate=128 * MIB)
+    (run / "process-crash" / "spec.json").write_text(json.dumps({"name": "process-crash", "from": "another version"}))
+    assert run_points(run) == []
+    assert "recovery against state size" not in write_report(run).read_text()
+
+
 def test_the_command_writes_the_table_and_the_plot(tmp_path, capsys):
     run = _run(tmp_path, sst_per_row=MIB, rate=128 * MIB)
     table, svg = tmp_path / "table.md", tmp_path / "plot.svg"
