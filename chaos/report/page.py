@@ -424,8 +424,11 @@ def _recovery_size_section(run: Run) -> str:
     from ..bench.recovery_size import back_text, lag_text, plot_svg, recovered_text, run_points
     from ..restore_floor import MEASURE_ABOVE_BYTES
 
-    points = [p for p in run_points(run.dir) if (p.state_bytes or 0) > MEASURE_ABOVE_BYTES]
-    svg = plot_svg(points) if points else None
+    try:
+        points = [p for p in run_points(run.dir) if (p.state_bytes or 0) > MEASURE_ABOVE_BYTES]
+        svg = plot_svg(points) if points else None
+    except Exception as exc:  # a figure beside the verdicts: never the reason a report is not written
+        return f'<p class="small">recovery against state size: not drawn ({_e(type(exc).__name__)}: {_e(exc)})</p>'
     if svg is None:
         return ""
     rows = "".join(f"<tr><td>{_e(p.fault)}</td><td>{_e(size(p.state_bytes))}</td><td>{_e(p.profile)}</td>"
