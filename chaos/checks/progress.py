@@ -64,9 +64,8 @@ def check_progress(tl: Timeline) -> Check:
                      f"no batch_id measured in {', '.join(unmeasured)}: progress there cannot be judged")
     # Before the faults and at the end, a healthy job completes batches steadily, not one per phase.
     for name, start, end in _steady_windows(tl):
-        # a batch is its id, its start and its query run: a restarted job re-runs the batch it had not committed
-        # under the id it last reported, and that re-run completing is progress
-        steady = [(t, (b, s.get("batch_started"), s.get("run_id")), metric(s, "batch_duration_ms"))
+        # a re-run of a batch completing (batch_key) is progress too
+        steady = [(t, batch_key(s, b), metric(s, "batch_duration_ms"))
                   for s in tl.samples if start <= (t := time_of(s)) < end and (b := metric(s, "batch_id")) is not None]
         if len(steady) < 4:
             continue
@@ -80,6 +79,12 @@ def check_progress(tl: Timeline) -> Check:
                  "faults and at the end")
 
 
+def batch_key(sample, batch_id: float) -> tuple:
+    """A completed batch as a sample shows it: its id, its start and its query run. A restarted job re-runs a batch
+    under the id it last reported (or, rolled back, under lower ones): only the start and run tell the runs apart."""
+    return batch_id, sample.get("batch_started"), sample.get("run_id")
+
+
 def _completed_in(tl: Timeline, start: float, end: float) -> int:
     """Batches completed in [start, end): samples whose last completed batch (its id, start and query run) differs
     from the sample before's. A batch id alone does not show a re-run under the same or a lower id; histories before
@@ -89,7 +94,7 @@ def _completed_in(tl: Timeline, start: float, end: float) -> int:
         batch = metric(sample, "batch_id")
         if batch is None:
             continue
-        key = (batch, sample.get("batch_started"), sample.get("run_id"))
+        key = batch_key(sample, batch)
         if previous is not None and key != previous and start <= time_of(sample) < end:
             count += 1
         previous = key
