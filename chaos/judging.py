@@ -9,7 +9,7 @@ from __future__ import annotations
 import resource
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from pathlib import Path
 
 from .oracle import emission_waits
@@ -45,12 +45,13 @@ def peak_rss_bytes() -> int:
 def judge_outputs(ledger_path: Path, emitted: Iterable[Mapping[str, object]], *, event_time: bool, gap_ms: int,
                   max_len_ms: int | None, extra_copies: Mapping[str, Mapping[int, int]],
                   audit: Mapping[str, object], batch_done_ms: Mapping[int, int], workdir: Path,
-                  ) -> tuple[dict[str, object], int]:
+                  landed: Set[tuple[str, int]] = frozenset()) -> tuple[dict[str, object], int]:
     """(oracle.json's report, rows emitted). Event time: compare over the expected sessions, else coverage; then
     `audit` (the topic read back), then, event time only, `emission` (emission_waits over the rows and
     `batch_done_ms`); then `judging`: the ledger's records, the rows, the partitions, the seconds from the first
     ledger line to the last wait, and the peak resident memory over them (`peak_rss_of`: "process" where the peak
-    could not be started anew). The spill lives in a temporary directory under `workdir`, removed after."""
+    could not be started anew). The spill lives in a temporary directory under `workdir`, removed after. A failed
+    delivery in `landed` (the topic holds it: chaos/topic_audit.py) is judged as the acknowledged event it was."""
     started = time.monotonic()
     anew = reset_peak_rss()
     ledger_records = 0
@@ -59,7 +60,10 @@ def judge_outputs(ledger_path: Path, emitted: Iterable[Mapping[str, object]], *,
         nonlocal ledger_records
         for record in Ledger.records(ledger_path):
             ledger_records += 1
-            yield record
+            if isinstance(record, Failed) and (record.key, record.seq) in landed:
+                yield Acked(record.key, record.seq, record.event_time_ms, -1, -1)  # where it landed is not needed
+            else:
+                yield record
 
     partitions = partitions_for(ledger_path.stat().st_size)
     with tempfile.TemporaryDirectory(dir=workdir, prefix=".judging-") as tmp:

@@ -6,6 +6,10 @@ twice (a producer retry the broker did not deduplicate). Only the topic can tell
 harness reads it back once, from the beginning to its end offsets, and the oracle counts each extra copy as input
 (chaos/oracle.py). A job is never blamed for counting what it was given; and a duplicate in the topic is reported
 as such (oracle.json's `topic_duplicates`), never hidden.
+
+The read-back also settles the deliveries the producer gave up on (the ledger's `failed`: a timeout says nothing
+of whether the broker stored the record). Those the topic holds were input like any other, so the oracle expects
+them (`landed`); those it does not hold never reached the job.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import json
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from pathlib import Path
 
 from .spill import Spill
@@ -56,10 +60,12 @@ def event_of(value: bytes | None) -> tuple[str, int] | None:
 
 def read_topic(bootstrap: str, topic: str, client: Mapping[str, str] | None = None,
                timeout_s: float = READ_TIMEOUT_S, workdir: str | Path | None = None,
-               ) -> tuple[int, dict[str, dict[int, int]]]:
-    """(records read, extra copies) of every partition of `topic`, from its start to the end offsets it had when
-    the read began. Raises TimeoutError when the read does not reach them within `timeout_s`. The copies are
-    counted on disk under `workdir` (extra_copies)."""
+               uncertain: Set[tuple[str, int]] = frozenset(),
+               ) -> tuple[int, dict[str, dict[int, int]], set[tuple[str, int]]]:
+    """(records read, extra copies, landed) of every partition of `topic`, from its start to the end offsets it had
+    when the read began. Raises TimeoutError when the read does not reach them within `timeout_s`. The copies are
+    counted on disk under `workdir` (extra_copies); `landed` is the part of `uncertain` (deliveries the producer
+    gave up on) that the topic holds."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-topic-audit", "enable.auto.commit": False,
@@ -70,6 +76,7 @@ def read_topic(bootstrap: str, topic: str, client: Mapping[str, str] | None = No
         left = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in left])
         records = 0
+        landed: set[tuple[str, int]] = set()
         deadline = time.monotonic() + timeout_s
 
         def pairs() -> Iterator[tuple[str, int]]:
@@ -87,12 +94,14 @@ def read_topic(bootstrap: str, topic: str, client: Mapping[str, str] | None = No
                     records += 1
                     event = event_of(message.value())
                     if event is not None:
+                        if event in uncertain:
+                            landed.add(event)
                         yield event
                     if offset + 1 >= ends[partition]:
                         left.discard(partition)
 
         counted_in = max(1, -(-sum(ends.values()) // RECORDS_PER_PARTITION))
         extra = extra_copies(pairs(), counted_in, workdir)
-        return records, extra
+        return records, extra, landed
     finally:
         consumer.close()

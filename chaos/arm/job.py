@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -28,7 +28,7 @@ from job.settings import Settings, resolve
 from ..judging import judge_outputs
 from ..outputs import iter_sessions, read_progress
 from ..store import write_arm_summary
-from ..workload import Acked, Event, Ledger, Pacer, WorkloadSpec, plan, produce
+from ..workload import Acked, Event, Failed, Ledger, Pacer, WorkloadSpec, plan, produce
 
 DRAIN_KEY = "__drain__"
 
@@ -295,9 +295,10 @@ class JobArm:
 
     def judge(self) -> dict:
         """oracle.json's report (chaos/judging.py: in bounded memory, with what judging cost) in arm.json."""
-        extra, audit = self._topic_copies()
+        extra, audit, landed = self._topic_copies()
         batches = [r["progress"] for r in read_progress(self.progress_path) if r.get("event") == "progress"]
-        report, sessions_emitted = judge_arm_outputs(self.dir, self.config, self.iter_sessions(), extra, audit)
+        report, sessions_emitted = judge_arm_outputs(self.dir, self.config, self.iter_sessions(), extra, audit,
+                                                     landed)
         summary = {
             "profile": self.config.profile,
             "topic": self.state.topic,
@@ -315,21 +316,26 @@ class JobArm:
         write_arm_summary(self.dir, summary)
         return summary
 
-    def _topic_copies(self) -> tuple[dict[str, dict[int, int]], dict[str, object]]:
-        """The events the arm's topic holds more than once (chaos/topic_audit.py), and what oracle.json says of
-        them. A topic that cannot be read back leaves the oracle as it was, and says so."""
+    def _topic_copies(self) -> tuple[dict[str, dict[int, int]], dict[str, object], set[tuple[str, int]]]:
+        """The events the arm's topic holds more than once, and the failed deliveries it holds all the same
+        (chaos/topic_audit.py), with what oracle.json says of them. A topic that cannot be read back leaves the
+        oracle as it was, and says so."""
         from ..topic_audit import read_topic
 
+        # the deliveries the producer gave up on, in memory: a few per second of a Kafka outage at most
+        uncertain = {(r.key, r.seq) for r in Ledger.records(self.ledger_path) if isinstance(r, Failed)}
         try:
-            records, extra = read_topic(self.stack.info.kafka_bootstrap, self.state.topic,
-                                        self.stack.kafka_client_login(), workdir=self.dir)
+            records, extra, landed = read_topic(self.stack.info.kafka_bootstrap, self.state.topic,
+                                                self.stack.kafka_client_login(), workdir=self.dir,
+                                                uncertain=uncertain)
         except Exception as exc:  # a check of the input, not of the job: its failure must not cost the verdict
-            return {}, {"topic_audit": f"not read back: {type(exc).__name__}: {exc}"}
+            return {}, {"topic_audit": f"not read back: {type(exc).__name__}: {exc}"}, set()
         extra.pop(DRAIN_KEY, None)  # the drain's own events are not judged
         duplicates = [{"key": key, "seq": seq, "extra_copies": n} for key, seqs in extra.items()
                       for seq, n in seqs.items()]
         return extra, {"topic_records": records, "topic_duplicates": sum(sum(seqs.values()) for seqs in extra.values()),
-                       "topic_duplicate_examples": duplicates[:20]}
+                       "topic_duplicate_examples": duplicates[:20], "failed_landed": len(landed),
+                       "failed_landed_examples": [{"key": k, "seq": q} for k, q in sorted(landed)[:20]]}, landed
 
     def _job_error(self) -> str | None:
         """What the job said when it ended (its last `job:` line that reports a failure), else the first line of
@@ -421,7 +427,8 @@ def _watermark_ms(progress: dict) -> int:
 
 
 def judge_arm_outputs(arm_dir: Path, config: ArmConfig, emitted: Iterable[Mapping[str, object]],
-                      extra: Mapping[str, Mapping[int, int]], audit: Mapping[str, object]) -> tuple[dict, int]:
+                      extra: Mapping[str, Mapping[int, int]], audit: Mapping[str, object],
+                      landed: Set[tuple[str, int]] = frozenset()) -> tuple[dict, int]:
     """(oracle.json's report, rows emitted) from the arm directory's ledger.jsonl and progress.jsonl and the job's
     `emitted` rows, by the arm's own session rules: as the arm ends, or later from its stored sessions.jsonl
     (chaos/rejudge.py judge_left) when an interrupt left the judging to `chaos check`."""
@@ -430,7 +437,8 @@ def judge_arm_outputs(arm_dir: Path, config: ArmConfig, emitted: Iterable[Mappin
     # emission: emitted_within (chaos/checks/output_latency.py)
     return judge_outputs(arm_dir / "ledger.jsonl", emitted, event_time=config.event_time, gap_ms=config.gap_ms,
                          max_len_ms=max_len, extra_copies=extra, audit=audit,
-                         batch_done_ms=_batch_done_ms(batches) if config.event_time else {}, workdir=arm_dir)
+                         batch_done_ms=_batch_done_ms(batches) if config.event_time else {}, workdir=arm_dir,
+                         landed=landed)
 
 
 def _batch_done_ms(batches: list[dict]) -> dict[int, int]:

@@ -62,6 +62,8 @@ def oracle_check(name: str, oracle: Mapping[str, object] | None, limit: int, mis
                                                           "as lost)"
     if copies := count_of(oracle, "topic_duplicates"):  # chaos/topic_audit.py: the input, not the job
         notes += f"; the topic held {copies} event copies beyond the first (the producer's), counted as input"
+    if landed := count_of(oracle, "failed_landed"):  # deliveries the producer gave up on that the broker had stored
+        notes += f"; {landed} deliveries the producer gave up on were in the topic, counted as input"
     notes += judging_note(oracle)
     if value > limit:
         return Check(name, "FAILED", expected, measured, f"{value} {unit} {name} (oracle.json){notes}")

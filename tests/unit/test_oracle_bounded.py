@@ -285,6 +285,27 @@ def test_judge_outputs_is_what_the_arm_reported_before_plus_what_judging_cost(tm
     assert 0 <= judging["seconds"] < 60 and 10 < judging["peak_rss_mb"] < 4096
 
 
+def test_a_failed_delivery_the_topic_holds_is_judged_as_input(tmp_path):
+    """The producer gave up on seq 2 (its delivery timed out in a Kafka outage) but the broker had stored it and
+    the job counted it: with the read-back's `landed` the session is right; without it, the job would be blamed."""
+    from chaos.judging import judge_outputs
+
+    ledger = [Acked("k", 0, 1_000, 0, 0), Acked("k", 1, 1_100, 0, 1), Failed("k", 2, 1_200, "timed out"),
+              Acked("k", 3, 1_300, 0, 3)]
+    path = ledger_file(tmp_path / "ledger.jsonl", ledger)
+    as_landed = expected_sessions([Acked(r.key, r.seq, r.event_time_ms, 0, 0) for r in ledger], GAP, MAX_LEN)
+    rows = [asdict(s) for s in as_landed]
+    assert [(s.count, s.last_seq) for s in as_landed] == [(4, 3)]
+
+    def judged(landed):
+        report, _rows = judge_outputs(path, iter(rows), event_time=True, gap_ms=GAP, max_len_ms=MAX_LEN,
+                                      extra_copies={}, audit={}, batch_done_ms={}, workdir=tmp_path, landed=landed)
+        return report
+
+    assert judged({("k", 2)})["ok"] and judged({("k", 2)})["wrong"] == 0
+    assert judged(set())["wrong"] == 1 and not judged(set())["ok"]
+
+
 def test_a_spill_keeps_each_partitions_records_in_order_over_many_chunks(tmp_path):
     with Spill(tmp_path, "numbers", 2) as spill:
         for n in range(30_000):  # several chunks in each partition

@@ -42,3 +42,12 @@ def test_the_lost_check_says_when_the_topic_held_copies():
     assert check.verdict == "PASSED"
     assert check.message.endswith("; the topic held 1 event copies beyond the first (the producer's), counted as input")
     assert "topic" not in check_lost({**oracle, "topic_duplicates": 0}, 0).message
+
+
+def test_the_lost_check_says_when_failed_deliveries_landed_in_the_topic():
+    oracle = {"acked": 100, "failed": 3, "lost": 0, "duplicated": 0, "wrong_counts": 0, "unknown": 0,
+              "drained": True, "topic_records": 102, "topic_duplicates": 0, "failed_landed": 2}
+    check = check_lost(oracle, 0)
+    assert check.verdict == "PASSED"
+    assert check.message.endswith("; 2 deliveries the producer gave up on were in the topic, counted as input")
+    assert "gave up" not in check_lost({**oracle, "failed_landed": 0}, 0).message
