@@ -11,7 +11,7 @@ from ..verdicts import INTERRUPTED, SKIPPED, worst
 from .base import ArmData
 from .exactly_once import count_of
 from .logs import evidence_start, match_count, trim
-from .progress import longest_stall
+from .progress import stall_signature
 from .recovery import measure_recovery
 from .registry import judge_arm_checks, raised
 from .state import growth_signature
@@ -138,9 +138,9 @@ def control_signature(tl: Timeline, targets, summary: Mapping[str, object] | Non
             return growth
     stalled = targets.extra.get("stalled")
     if stalled is not None:
-        stall = longest_stall(tl)
-        if stall is not None and stall[1] >= float(stalled["for"]):
-            return f"no batch completed for {stall[1]:.0f} s from t={stall[0]:.1f}s"
+        stall = stall_signature(tl, float(stalled["for"]))
+        if stall is not None:
+            return stall
     error = (summary or {}).get("job_error")
     if isinstance(error, str) and error.strip():
         return trim(error)

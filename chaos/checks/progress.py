@@ -3,7 +3,7 @@ stalled: a control's signature, the longest stretch of the inject and recover ph
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from .base import CheckDef, ControlData, settle
 from .timeline import Check, Timeline, at_time, metric, num, time_of
@@ -157,10 +157,9 @@ PROGRESS = CheckDef("progress", "progress", lambda arm, _target: check_progress(
                     lambda data, _target: control_progress(data))
 
 
-def longest_stall(tl: Timeline) -> tuple[float, float] | None:
-    """The longest stretch of the inject and recover phases in which batch_id did not change across the samples, as
-    (when it began, its seconds), or None without two samples there. A stretch still open at the end counts to the
-    last sample."""
+def _stalls(tl: Timeline) -> tuple[tuple[float, float], float] | None:
+    """((when the longest stall began, its seconds), when the last one began) over the inject and recover phases'
+    samples with a batch_id, or None without two of them. A stretch still open at the end counts to the last sample."""
     spans = [(start, end) for name, start, end in tl.windows if name in ("inject", "recover")]
     if not spans:
         return None
@@ -175,20 +174,58 @@ def longest_stall(tl: Timeline) -> tuple[float, float] | None:
             since, base = t, batch
         if t - since > longest[1]:
             longest = (since, t - since)
-    return longest
+    return longest, since
+
+
+def longest_stall(tl: Timeline) -> tuple[float, float] | None:
+    """The longest stretch of the inject and recover phases in which batch_id did not change across the samples, as
+    (when it began, its seconds), or None without two samples there. A stretch still open at the end counts to the
+    last sample."""
+    stalls = _stalls(tl)
+    return None if stalls is None else stalls[0]
+
+
+def ended_stalled(tl: Timeline) -> tuple[float, Mapping[str, object]] | None:
+    """(when the last stall began, the driver's exit) if the job's last driver ended by itself (no cause or stop of
+    the harness's) after the last batch it completed: a stall no later batch can end, however short it was watched."""
+    stalls = _stalls(tl)
+    drivers = [j for j in tl.jobs if j.get("process") == "job-driver"]
+    if stalls is None or not drivers:
+        return None
+    last = drivers[-1]
+    if last.get("event") != "exited" or last.get("cause") or last.get("stop") or time_of(last) < stalls[1]:
+        return None
+    return stalls[1], last
+
+
+def stall_signature(tl: Timeline, at_least: float) -> str | None:
+    """What shows a stall of at least `at_least`: the longest, else one the job's own exit left without end."""
+    stall = longest_stall(tl)
+    if stall is not None and stall[1] >= at_least:
+        return f"no batch completed for {stall[1]:.0f} s from t={stall[0]:.1f}s"
+    ended = ended_stalled(tl)
+    if ended is not None:
+        began, exit_ = ended
+        return (f"no batch completed from t={began:.1f}s until the job's driver ended by itself at "
+                f"t={time_of(exit_):.1f}s (exit {exit_.get('code')}): a stall without end")
+    return None
 
 
 def check_stalled(tl: Timeline, at_least: float) -> Check:
-    expected = f"a stall of at least {at_least:g}s (no batch completed) in inject or recover"
+    expected = f"a stall of at least {at_least:g}s (no batch completed) in inject or recover, or a job that ended " \
+               "by itself in one"
     stall = longest_stall(tl)
     if stall is None:
         return Check("stalled", "NODATA", expected, "no batch_id measured", "no two samples in inject and recover")
     began, seconds = stall
     measured = f"longest stall {seconds:.1f}s from t={began:.1f}s"
-    if seconds < at_least:
+    signature = stall_signature(tl, at_least)
+    if signature is None:
         return Check("stalled", "FAILED", expected, measured, f"batches kept completing: the longest stretch without "
                      f"one was {seconds:.1f}s, under {at_least:g}s")
-    return Check("stalled", "PASSED", expected, measured, f"no batch completed for {seconds:.1f}s from t={began:.1f}s")
+    if seconds < at_least:
+        measured += "; then the job ended by itself"
+    return Check("stalled", "PASSED", expected, measured, signature)
 
 
 STALLED = CheckDef("stalled", "stalled", lambda arm, target: check_stalled(arm.tl, float(target["for"])))

@@ -119,3 +119,27 @@ def test_the_longest_stall_of_inject_and_recover_is_the_controls_signature():
     check = check_stalled(steady, 45)
     assert check.verdict == "FAILED" and check.measured == "longest stall 1.0s from t=10.0s"
     assert check_stalled(timeline(_phases_with([])), 45).verdict == "NODATA"
+
+
+def test_a_job_that_ended_by_itself_after_its_last_batch_stalled_without_end():
+    """scale-hot-key-list-state's control: its executors die of OutOfMemoryError and its query fails 80 s into the
+    hot key, before any stall reaches the target's length. A driver that ends by itself completes no batch again; one
+    the harness stopped (a `stop` or a `cause`) or restarted afterwards says nothing of the sort."""
+    from chaos.checks.progress import check_stalled, stall_signature
+    from chaos.checks.timeline import timeline
+
+    batches = [(t, t // 2) for t in range(10, 30)] + [(t, 15) for t in range(30, 50)]  # last batch at 30 s
+    exited = {"t": 50.0, "type": "job", "event": "exited", "process": "job-driver", "code": 1}
+    tl = timeline(sorted(_phases_with(batches) + [exited], key=lambda r: r["t"]))
+    check = check_stalled(tl, 45)
+    assert check.verdict == "PASSED" and check.measured.endswith("then the job ended by itself")
+    assert "ended by itself at t=50.0s (exit 1)" in str(stall_signature(tl, 45))
+    for harness in ({"stop": "at the arm's end"}, {"cause": "process.kill"}):
+        stopped = timeline(sorted(_phases_with(batches) + [{**exited, **harness}], key=lambda r: r["t"]))
+        assert check_stalled(stopped, 45).verdict == "FAILED"
+    restarted = {"t": 55.0, "type": "job", "event": "started", "process": "job-driver"}
+    again = timeline(sorted(_phases_with(batches) + [exited, restarted], key=lambda r: r["t"]))
+    assert check_stalled(again, 45).verdict == "FAILED"
+    before = timeline(sorted(_phases_with(batches + [(t, 16) for t in range(50, 60)]) + [{**exited, "t": 45.0}],
+                             key=lambda r: r["t"]))
+    assert check_stalled(before, 45).verdict == "FAILED"  # a batch completed after that exit: not this driver's end
