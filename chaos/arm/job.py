@@ -246,6 +246,10 @@ class JobArm:
         # ledger costs seconds of CPU (2.2 s for 740,000 events), which every second of a drain would take from the
         # job it waits for on two cores.
         last_offsets = {} if config.event_time else self._last_workload_offsets()
+        # Processing-time sessions close a whole gap after the batch that read the last event, so that batch must
+        # come within the drain's time less a gap. A job still behind by then (a control stalled on gigabytes of state)
+        # would only be waited for until the timeout, which at a 330 s gap is seven minutes of a suite's time.
+        catch_up_s = config.drain_timeout_s if config.event_time else config.drain_timeout_s - config.gap_ms / 1000
         try:
             while time.monotonic() - started < config.drain_timeout_s:
                 if self.job is not None and not self.job.alive():
@@ -256,8 +260,14 @@ class JobArm:
                 producer.produce(self.state.topic, key=DRAIN_KEY, value=event.to_json())
                 producer.flush(10)
                 seq += 1
-                if self._drained(self.state.last_event_ms + config.gap_ms, last_offsets):
+                status = self._drain_status(self.state.last_event_ms + config.gap_ms, last_offsets)
+                if status == "drained":
                     self.state.drained = True
+                    break
+                if status == "behind" and time.monotonic() - started >= catch_up_s:
+                    self.say(f"{config.profile}: no batch read the workload's last event within {catch_up_s:.0f} s: "
+                             f"its sessions close {config.gap_ms / 1000:g} s after that batch, so the drain cannot "
+                             f"finish in its {config.drain_timeout_s:.0f} s; it stops here")
                     break
                 time.sleep(1.0)
         finally:
@@ -267,17 +277,11 @@ class JobArm:
                  f"in {self.state.drain_seconds} s")
         return self.state.drained
 
-    def _drained(self, watermark_needed_ms: int, last_offsets: dict[str, int]) -> bool:
+    def _drain_status(self, watermark_needed_ms: int, last_offsets: dict[str, int]) -> str:
         batches = [r["progress"] for r in read_progress(self.progress_path) if r.get("event") == "progress"]
         if self.config.event_time:
-            return any(_watermark_ms(b) >= watermark_needed_ms for b in batches)
-        # Processing-time timers are set from the time of the batch that read an event, so every session has
-        # closed once a batch started a gap (plus a margin) after the batch that read the last real event.
-        reached = [b for b in batches if _covers(b, self.state.topic, last_offsets)]
-        if not reached:
-            return False
-        closes_at = _timestamp_ms(reached[0]) + self.config.gap_ms + 1_000
-        return any(_timestamp_ms(b) >= closes_at for b in batches)
+            return "drained" if any(_watermark_ms(b) >= watermark_needed_ms for b in batches) else "waiting"
+        return drain_status(batches, self.state.topic, last_offsets, self.config.gap_ms)
 
     def _last_workload_offsets(self) -> dict[str, int]:
         last: dict[str, int] = {}
@@ -410,6 +414,19 @@ class EventTimePacer:
     def seconds_until_next(self) -> float:
         offset = self._offset_s(self.released)
         return 0.0 if offset is None else offset - (time.monotonic() - self.t0)
+
+
+def drain_status(batches: Iterable[dict], topic: str, last_offsets: dict[str, int], gap_ms: int) -> str:
+    """Where a processing-time job's drain stands, from its batches' progress: "behind" (no batch has read the
+    workload's last event yet), "waiting" (one has; the gap since it has not passed) or "drained". Its timers are
+    set from the time of the batch that read an event, so every session has closed once a batch started a gap (plus
+    a margin) after the batch that read the last real event."""
+    batches = list(batches)
+    reached = [b for b in batches if _covers(b, topic, last_offsets)]
+    if not reached:
+        return "behind"
+    closes_at = _timestamp_ms(reached[0]) + gap_ms + 1_000
+    return "drained" if any(_timestamp_ms(b) >= closes_at for b in batches) else "waiting"
 
 
 def _covers(progress: dict, topic: str, offsets: dict[str, int]) -> bool:

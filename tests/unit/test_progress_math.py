@@ -1,7 +1,7 @@
 """Pure arithmetic over Spark progress records: benchmark throughput and the drain's proofs."""
 from __future__ import annotations
 
-from chaos.arm.job import _covers, _watermark_ms
+from chaos.arm.job import _covers, _watermark_ms, drain_status
 from chaos.bench.job import _measure
 
 
@@ -76,3 +76,13 @@ def test_startup_order_is_abba_after_one_uncounted_start():
 
     assert startup_order(["archives", "c1"], 3) == ["warm-up", "archives", "c1", "c1", "archives", "archives", "c1"]
     assert startup_order(["a"], 2) == ["warm-up", "a", "a"]
+
+
+def test_a_processing_time_drain_is_behind_until_a_batch_reads_the_last_event_then_waits_a_gap():
+    def at(second, end):
+        return {"timestamp": f"2026-11-29T12:00:{second:02d}.000Z", "sources": [{"endOffset": {"t": {"0": end}}}]}
+
+    assert drain_status([at(0, 5)], "t", {"0": 9}, gap_ms=3_000) == "behind"  # the job has not read offset 9
+    assert drain_status([at(0, 5), at(10, 10)], "t", {"0": 9}, gap_ms=3_000) == "waiting"
+    assert drain_status([at(0, 5), at(10, 10), at(13, 10)], "t", {"0": 9}, gap_ms=3_000) == "waiting"  # gap + 1 s
+    assert drain_status([at(0, 5), at(10, 10), at(14, 10)], "t", {"0": 9}, gap_ms=3_000) == "drained"
