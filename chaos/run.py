@@ -31,7 +31,7 @@ from infra.errors import InfraError
 from infra.stack import Stack, StackLike, signals_deferred
 
 from .arm.config import arm_config, workload_of
-from .arm.schedule import FaultSchedule, PhaseClock
+from .arm.schedule import FaultSchedule, PhaseClock, drain_judged
 from .arm.steps import ARM_OVERHEAD_S, ArmContext, clean_up, judge_stored, produce, warm_up
 from .faults import FaultContext, build
 from .faults.registry import FAULTS
@@ -132,8 +132,12 @@ class ArmRun:
                 if clock.ended_early or clock.recovered_early or clock.exited_as_expected or schedule.saved_s > 0:
                     stop_producing.set()  # the rest of the planned workload would only be waited for
                 producer.join(timeout=300)
-                if not clock.ended_early:
+                arm, subject = spec.arm(ctx.profile), next((a for a in spec.arms if a.profile == "hardened"), None)
+                if not clock.ended_early and drain_judged(arm, subject):
                     ctx.arm.drain()
+                elif not clock.ended_early:
+                    ctx.say("not drained: no check reads this control's output (it runs faults of its own, and "
+                            "its targets read none)")
             ctx.record_own_exit()  # ended by itself in the drain: recorded as such, not as the arm's stop
             ctx.arm.stop_job()
             ctx.record_own_exit()  # ended by itself just before the stop reached it: its own exit too

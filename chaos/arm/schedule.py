@@ -20,6 +20,7 @@ from typing import Any
 
 from infra.errors import InfraError
 
+from ..checks.base import OUTPUT_CHECKS
 from ..checks.recovery import Since, healthy_after
 from ..checks.registry import holding_back, outcomes_set
 from ..spec import Recovery
@@ -65,6 +66,16 @@ def ends_early(arm, subject=None) -> bool:
     if not early or subject is None or not outcomes_set(subject.targets):
         return early
     return not _within_schedule(arm.faults, subject.faults)
+
+
+def drain_judged(arm, subject=None) -> bool:
+    """Does anything judge what this arm's drain waits for (every session closed and written)? Its own targets, if
+    they set a check that reads the output back (OUTPUT_CHECKS); or, for a control, discrimination, which judges it
+    by the hardened arm's outcome targets, but only if it runs the hardened arm's faults (`_within_schedule`). A
+    control that runs faults of its own is not drained: nothing would read the sessions it closes."""
+    if arm.role != "control" or any(name in OUTPUT_CHECKS for name in outcomes_set(arm.targets)):
+        return True
+    return subject is not None and bool(outcomes_set(subject.targets)) and _within_schedule(arm.faults, subject.faults)
 
 
 def _within_schedule(control: tuple[int, ...] | None, subject: tuple[int, ...] | None) -> bool:

@@ -25,6 +25,11 @@ OUTCOME_CHECKS = ("lost", "duplicated", "recovery", "progress", "max_lag", "stat
                   "outage_reported", "emitted_within")
 
 
+# The outcome checks that read the job's output back (the oracle's counts, each session's emission): only an arm
+# judged by one of them needs its drain, every session closed and written.
+OUTPUT_CHECKS = ("lost", "duplicated", "emitted_within")
+
+
 def is_outcome(name: str) -> bool:
     return name in OUTCOME_CHECKS or name.startswith("probe:")
 

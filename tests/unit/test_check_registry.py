@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaos import cli, errors
-from chaos.arm.schedule import ends_early
+from chaos.arm.schedule import drain_judged, ends_early
 from chaos.checks import registry
 from chaos.checks.base import CheckDef
 from chaos.checks.judge import judge_arm, judge_run
@@ -207,3 +207,19 @@ def test_a_control_may_still_stop_where_no_hardened_outcome_could_be_judged_on_i
     # a fault the hardened arm never ran: its outcomes cannot stand for the hardened targets, however long it runs
     control, subject = _experiment(tmp_path, "{faults: [0], targets: {lost: 0}}", "{faults: [1], " + naive[1:])
     assert ends_early(control, subject)
+
+
+def test_a_control_is_drained_only_where_something_reads_its_output(tmp_path):
+    """scale-hot-key-list-state's control runs a fault of its own and sets no output target: a drain would wait
+    seven minutes for sessions no check reads. A control judged by the hardened arm's outcomes, or by its own lost
+    or duplicated, is drained; a hardened arm always."""
+    naive = "{targets: {logs: {expected: [boom]}}}"
+    control, subject = _experiment(tmp_path, "{faults: [0], targets: {lost: 0}}", "{faults: [1], " + naive[1:])
+    assert not drain_judged(control, subject) and drain_judged(subject, subject)
+    control, subject = _experiment(tmp_path, "{faults: [0], targets: {lost: 0}}",
+                                   "{faults: [1], targets: {duplicated: 0}}")
+    assert drain_judged(control, subject)
+    control, subject = _experiment(tmp_path, "{targets: {lost: 0}}", naive)
+    assert drain_judged(control, subject)
+    control, subject = _experiment(tmp_path, "{targets: {logs: {expected: [ok]}}}", naive)
+    assert not drain_judged(control, subject)  # no hardened outcome for discrimination to judge it by
