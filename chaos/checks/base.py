@@ -22,7 +22,7 @@ Judged = Check | Sequence[Check] | None
 # What a user of the job would see (never a mechanism such as an exit code or a refusal's timing, nor a log line):
 # the one list that discrimination, a control's early end and `chaos mutate`'s kills go by.
 OUTCOME_CHECKS = ("lost", "duplicated", "recovery", "progress", "max_lag", "state", "lineage", "still_healthy",
-                  "outage_reported", "emitted_within")
+                  "outage_reported", "emitted_within", "stalled")
 
 
 # The outcome checks that read the job's output back (the oracle's counts, each session's emission): only an arm

@@ -1,5 +1,6 @@
 """progress: batch_id advances within every phase window; stuck from the first fault to the end of the history: HANG.
-stalled: a control's signature, the longest stretch of the inject and recover phases with no batch completed."""
+stalled: a control's signature, the longest stretch of the inject and recover phases with no batch completed, or a
+driver that ended by itself after its last batch (a stall without end)."""
 from __future__ import annotations
 
 import dataclasses

@@ -33,10 +33,10 @@ TARGET_PARAMS: Mapping[str, TargetParams] = MappingProxyType({
         params(within=Param("duration", "from the first lasting fault's `injecting` record to the job's own exit",
                             required=True, minimum=1, maximum=3600))),
     "stalled": TargetParams(
-        "a control's signature: somewhere in the inject and recover phases, no batch completed for at least `for` "
-        "(the batch id unchanged across the samples), as a trigger that waits out a step back of the driver's clock, "
-        "or the job's driver ended by itself after its last batch (a stall no later batch ends) "
-        "(chaos/checks/progress.py); a mechanism, not an outcome",
+        "a control's signature, an outcome (no output while the input goes on: the job falls behind): somewhere in "
+        "the inject and recover phases, no batch completed for at least `for` (the batch id unchanged across the "
+        "samples), or the job's driver ended by itself after its last batch (a stall no later batch ends) "
+        "(chaos/checks/progress.py)",
         params(**{"for": Param("duration", "the shortest stall that shows the incident", required=True, minimum=1,
                                maximum=3600)})),
     "emitted_within": TargetParams(
