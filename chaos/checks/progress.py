@@ -186,41 +186,44 @@ def longest_stall(tl: Timeline) -> tuple[float, float] | None:
     return None if stalls is None else stalls[0]
 
 
-def ended_stalled(tl: Timeline) -> tuple[float, Mapping[str, object]] | None:
-    """(when the last stall began, the driver's exit) if the job's last driver ended by itself (no cause or stop of
-    the harness's) after the last batch it completed: a stall no later batch can end, however short it was watched."""
-    stalls = _stalls(tl)
+def _ended_stalled(tl: Timeline, last_began: float) -> Mapping[str, object] | None:
+    """The driver's exit if the job's last driver ended by itself (no cause or stop of the harness's) after the last
+    stall began: a stall no later batch can end, however short it was watched."""
     drivers = [j for j in tl.jobs if j.get("process") == "job-driver"]
-    if stalls is None or not drivers:
+    last = drivers[-1] if drivers else None
+    if last is None or last.get("event") != "exited" or last.get("cause") or last.get("stop") \
+            or time_of(last) < last_began:
         return None
-    last = drivers[-1]
-    if last.get("event") != "exited" or last.get("cause") or last.get("stop") or time_of(last) < stalls[1]:
+    return last
+
+
+def _signature(tl: Timeline, stalls: tuple[tuple[float, float], float] | None, at_least: float) -> str | None:
+    if stalls is None:
         return None
-    return stalls[1], last
+    (began, seconds), last_began = stalls
+    if seconds >= at_least:
+        return f"no batch completed for {seconds:.0f} s from t={began:.1f}s"
+    exit_ = _ended_stalled(tl, last_began)
+    if exit_ is None:
+        return None
+    return (f"no batch completed from t={last_began:.1f}s until the job's driver ended by itself at "
+            f"t={time_of(exit_):.1f}s (exit {exit_.get('code')}): a stall without end")
 
 
 def stall_signature(tl: Timeline, at_least: float) -> str | None:
     """What shows a stall of at least `at_least`: the longest, else one the job's own exit left without end."""
-    stall = longest_stall(tl)
-    if stall is not None and stall[1] >= at_least:
-        return f"no batch completed for {stall[1]:.0f} s from t={stall[0]:.1f}s"
-    ended = ended_stalled(tl)
-    if ended is not None:
-        began, exit_ = ended
-        return (f"no batch completed from t={began:.1f}s until the job's driver ended by itself at "
-                f"t={time_of(exit_):.1f}s (exit {exit_.get('code')}): a stall without end")
-    return None
+    return _signature(tl, _stalls(tl), at_least)
 
 
 def check_stalled(tl: Timeline, at_least: float) -> Check:
     expected = f"a stall of at least {at_least:g}s (no batch completed) in inject or recover, or a job that ended " \
                "by itself in one"
-    stall = longest_stall(tl)
-    if stall is None:
+    stalls = _stalls(tl)
+    if stalls is None:
         return Check("stalled", "NODATA", expected, "no batch_id measured", "no two samples in inject and recover")
-    began, seconds = stall
+    (began, seconds), _last_began = stalls
     measured = f"longest stall {seconds:.1f}s from t={began:.1f}s"
-    signature = stall_signature(tl, at_least)
+    signature = _signature(tl, stalls, at_least)
     if signature is None:
         return Check("stalled", "FAILED", expected, measured, f"batches kept completing: the longest stretch without "
                      f"one was {seconds:.1f}s, under {at_least:g}s")
